@@ -1,0 +1,1 @@
+// Analytic memory model (engine/memory): see memory.hpp.

@@ -1,0 +1,204 @@
+#pragma once
+// The step plan: one optimizer step of every rank as per-stream op lists with dependencies
+// and memory effects. Built once by the builders (builder.hpp), then executed by the
+// simulator (sim/) or the real runtime (engine/runtime). Executors never branch on the
+// strategy: everything a strategy does is in the ops. The plan is immutable once built.
+//
+// Execution contract (both executors follow it):
+//  * compute, collective and gather streams are FIFO: an op starts when it heads its stream,
+//    the previous op on that stream has finished, and all its deps have finished.
+//  * A collective additionally starts only when every member of its group has reached it
+//    (all members' ops of the same CollectiveInstance are startable).
+//  * p2p ops are not serialised on their stream: each is posted as soon as its deps have
+//    finished (like isend/irecv); the transfer runs once both its send and recv are posted
+//    and both finish when it has been delivered. For every (sender, receiver) pair, sends and
+//    recvs are listed in the same order, so executors that must match in order (NCCL) can.
+//  * Memory effects apply at op start or end; `initial` bytes are held for the whole step.
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "engine/spec/scenario.hpp"
+
+namespace stratagem::plan {
+
+using OpId = std::int32_t;
+inline constexpr OpId kNoOp = -1;
+
+enum class Stream : std::uint8_t { compute, collective, gather, p2p };
+inline constexpr int kStreamCount = 4;
+const char* to_string(Stream s);
+
+/// What memory holds. `count` is the number of classes.
+enum class TensorClass : std::uint8_t {
+  params,           ///< parameters in the compute dtype (the local shard when sharded)
+  grads,            ///< gradients kept across the step (local shard when sharded)
+  optimizer,        ///< optimizer states (momentum, variance), local shard
+  master_weights,   ///< fp32 master copy under mixed precision, local shard
+  activations,      ///< tensors saved for backward
+  gathered_params,  ///< ZeRO-3/FSDP: full parameters of units gathered for compute
+  comm_buckets,     ///< unsharded gradients staged for reduce-scatter (ZeRO-2/3, FSDP)
+  loss_scale,       ///< fp16 dynamic loss scale and found-inf flag
+  count
+};
+inline constexpr int kTensorClassCount = static_cast<int>(TensorClass::count);
+const char* to_string(TensorClass c);
+
+enum class Phase : std::uint8_t {
+  forward, backward, backward_input, backward_weight, recompute, optimizer, loss_scale_check
+};
+const char* to_string(Phase p);
+
+enum class CollectiveKind : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+const char* to_string(CollectiveKind k);
+
+/// Why a collective exists (for display and for per-purpose accounting in results).
+enum class CommPurpose : std::uint8_t {
+  grad_sync,       ///< DDP all-reduce / ZeRO reduce-scatter of gradients
+  param_gather,    ///< ZeRO-3/FSDP gather before compute, ZeRO-1/2 gather after the step
+  tied_embedding,  ///< first/last pipeline stage sync of tied embedding gradients
+  found_inf        ///< fp16 overflow check across ranks
+};
+const char* to_string(CommPurpose p);
+
+struct Compute {
+  Phase phase = Phase::forward;
+  int stage = 0;
+  int chunk = 0;            ///< virtual pipeline chunk on this rank (interleaved)
+  int microbatch = -1;      ///< -1 for per-step ops (optimizer, loss-scale check)
+  int unit_begin = 0;       ///< units [unit_begin, unit_end): 0 embedding, 1..L blocks, L+1 head
+  int unit_end = 0;
+  double flops = 0;
+  double bytes = 0;         ///< HBM bytes read + written (roofline's memory side)
+  double gemm_dim = 0;      ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
+  int kernels = 1;          ///< kernel launches (launch overhead)
+  spec::DType dtype = spec::DType::fp32;
+  bool on_host = false;     ///< runs on the CPU (optimizer offload)
+};
+
+struct Collective {
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  CommPurpose purpose = CommPurpose::grad_sync;
+  int group = 0;            ///< index into StepPlan::groups
+  int instance = 0;         ///< index into StepPlan::collectives (same on every member)
+  double bytes = 0;         ///< full (unsharded) buffer size S on each rank
+  spec::DType dtype = spec::DType::fp32;
+  int bucket = -1;          ///< gradient bucket or unit index, -1 if none
+  int unit_begin = 0;       ///< units whose tensors it carries
+  int unit_end = 0;
+};
+
+struct P2P {
+  bool send = true;
+  int peer = 0;
+  int transfer = 0;         ///< index into StepPlan::transfers
+  double bytes = 0;
+  int microbatch = 0;
+  int chunk = 0;
+  bool gradient = false;    ///< false: activations going forward; true: gradients going back
+};
+
+using Payload = std::variant<Compute, Collective, P2P>;
+
+struct MemEffect {
+  TensorClass cls = TensorClass::activations;
+  double bytes = 0;   ///< positive: allocate, negative: free
+  bool at_end = true; ///< applied when the op ends (else when it starts)
+};
+
+struct Op {
+  OpId id = kNoOp;
+  int rank = 0;
+  Stream stream = Stream::compute;
+  Payload payload;
+  std::uint32_t dep_begin = 0, dep_count = 0;  ///< into StepPlan::deps
+  std::uint32_t mem_begin = 0, mem_count = 0;  ///< into StepPlan::mem_effects
+};
+
+/// A process group: sorted global ranks. `intra_node` when all share one node.
+struct Group {
+  std::vector<int> ranks;
+  bool intra_node = true;
+  int nodes_spanned = 1;
+  std::string label;  ///< "dp(stage 0)", "world", "tied(dp 3)", ...
+};
+
+struct CollectiveInstance {
+  int group = 0;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;
+  std::vector<OpId> ops;  ///< one per built member rank, in group order
+};
+
+struct Transfer {
+  OpId send = kNoOp;
+  OpId recv = kNoOp;
+  int src = 0, dst = 0;
+  double bytes = 0;
+};
+
+struct RankCoord {
+  int dp = 0;       ///< index in the data-parallel group
+  int stage = 0;    ///< pipeline stage
+  int node = 0;
+  int local_rank = 0;
+};
+
+/// A model unit: the granularity of compute ops and of parameter sharding.
+struct Unit {
+  std::string name;          ///< "embedding", "block 3", "head"
+  double params = 0;         ///< parameters this unit owns on its stage
+  double fwd_flops = 0;      ///< forward FLOPs per micro-batch
+  double act_bytes = 0;      ///< activations kept for backward per micro-batch
+  double full_act_bytes = 0; ///< activations without recomputation (what recompute rebuilds)
+  double recompute_flops = 0;///< FLOPs a recompute op spends per micro-batch
+  double gemm_dim = 0;
+};
+
+/// Ranks → coordinates, groups, and which units each (stage, chunk) runs.
+/// Ranks are numbered rank = stage · dp + dp_index (data-parallel ranks adjacent, as in
+/// Megatron-LM), so a data-parallel group of ≤ gpus_per_node stays inside a node.
+struct Layout {
+  int world = 1, dp = 1, pp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
+  std::vector<RankCoord> coords;                 ///< per rank
+  std::vector<Unit> units;                       ///< 0 embedding, 1..L blocks, L+1 head
+  /// stage_chunk_units[stage][chunk] = [begin, end) of units; virtual stage = chunk·pp+stage
+  std::vector<std::vector<std::pair<int, int>>> stage_chunk_units;
+  int rank_of(int stage, int dp_index) const { return stage * dp + dp_index; }
+};
+
+/// What each rank holds for the whole step (bytes per class) and what lives in host memory.
+struct RankInfo {
+  std::array<double, kTensorClassCount> initial{};  ///< resident GPU bytes per class
+  double host_bytes = 0;                            ///< offloaded to CPU memory
+  std::array<std::vector<OpId>, kStreamCount> streams;
+  bool built = false;  ///< false for folded replicas (their representative has the ops)
+  int representative = 0;  ///< the built rank with identical ops and timing
+};
+
+struct StepPlan {
+  spec::Scenario scenario;
+  Layout layout;
+  std::vector<Op> ops;
+  std::vector<OpId> deps;
+  std::vector<MemEffect> mem_effects;
+  std::vector<Group> groups;
+  std::vector<CollectiveInstance> collectives;
+  std::vector<Transfer> transfers;
+  std::vector<RankInfo> ranks;
+  bool folded = false;  ///< only data-parallel index 0 of each stage was built
+  double model_flops_per_step = 0;  ///< 6·N·tokens + attention, without recomputation
+
+  std::span<const OpId> deps_of(const Op& op) const {
+    return {deps.data() + op.dep_begin, op.dep_count};
+  }
+  std::span<const MemEffect> effects_of(const Op& op) const {
+    return {mem_effects.data() + op.mem_begin, op.mem_count};
+  }
+  std::vector<int> built_ranks() const;
+};
+
+}  // namespace stratagem::plan

@@ -1,0 +1,1 @@
+#include "engine/plan/plan.hpp"

@@ -1,0 +1,80 @@
+// Model units: the embedding, each transformer block, the head. They are the granularity of
+// compute ops, parameter sharding (ZeRO-3/FSDP wrap one unit each) and pipeline splits.
+#include <algorithm>
+
+#include "engine/plan/builder.hpp"
+
+namespace stratagem::plan {
+
+std::vector<Unit> make_units(const spec::Scenario& s) {
+  const auto& m = s.model;
+  const double b = s.strategy.micro_batch_size;
+  const double seq = static_cast<double>(s.training.seq_len);
+  const double tokens = b * seq;
+  const double elem = s.strategy.precision == spec::Precision::no ? 4.0 : 2.0;
+  std::vector<Unit> units;
+  units.reserve(static_cast<std::size_t>(m.layers) + 2);
+
+  Unit embedding;
+  embedding.name = "embedding";
+  embedding.params = spec::embedding_params(m);
+  units.push_back(embedding);  // a lookup: no FLOPs; its output is block 1's saved input
+
+  Unit block;
+  block.params = spec::block_params(m);
+  block.fwd_flops = tokens * spec::block_forward_flops_per_token(m, s.training.seq_len);
+  block.act_bytes = spec::activation_bytes_per_layer(m, s.training.seq_len,
+                                                     s.strategy.micro_batch_size,
+                                                     s.strategy.recompute, elem);
+  block.full_act_bytes = spec::activation_bytes_per_layer(
+      m, s.training.seq_len, s.strategy.micro_batch_size, spec::Recompute::none, elem);
+  switch (s.strategy.recompute) {
+    case spec::Recompute::none: block.recompute_flops = 0; break;
+    case spec::Recompute::full: block.recompute_flops = block.fwd_flops; break;
+    case spec::Recompute::selective:
+      // Only the attention core (softmax(QKᵀ)·V) is recomputed: 4·b·s²·h FLOPs.
+      block.recompute_flops = 4.0 * tokens * seq * static_cast<double>(m.hidden);
+      break;
+  }
+  block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
+  for (std::int64_t l = 1; l <= m.layers; ++l) {
+    block.name = "block " + std::to_string(l);
+    units.push_back(block);
+  }
+
+  Unit head;
+  head.name = "head";
+  head.params = spec::head_params(m);
+  // With tied embeddings split over a pipeline, the last stage keeps its own copy of the
+  // word embeddings for the LM head and syncs its gradient with the first stage (Megatron).
+  if (m.tied_embeddings && s.strategy.pp > 1) {
+    head.params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  }
+  head.fwd_flops = tokens * spec::head_forward_flops_per_token(m);
+  head.act_bytes = head.full_act_bytes =
+      m.vocab > 0 ? spec::head_activation_bytes(m, s.training.seq_len, s.strategy.micro_batch_size,
+                                                elem)
+                  : 0.0;
+  head.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
+  units.push_back(head);
+  return units;
+}
+
+std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, int chunks) {
+  const int virtual_stages = pp * chunks;
+  const int base = layers / virtual_stages, extra = layers % virtual_stages;
+  std::vector<std::vector<std::pair<int, int>>> out(
+      pp, std::vector<std::pair<int, int>>(chunks, {0, 0}));
+  int next_block = 1;
+  for (int vs = 0; vs < virtual_stages; ++vs) {
+    const int blocks = base + (vs < extra ? 1 : 0);
+    int begin = next_block, end = next_block + blocks;
+    next_block = end;
+    if (vs == 0) begin = 0;                           // the embedding goes first
+    if (vs == virtual_stages - 1) end = layers + 2;   // the head goes last
+    out[vs % pp][vs / pp] = {begin, end};
+  }
+  return out;
+}
+
+}  // namespace stratagem::plan

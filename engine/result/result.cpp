@@ -1,0 +1,1 @@
+// RunResult (engine/result): see result.hpp.

@@ -1,0 +1,124 @@
+#include "engine/spec/cluster.hpp"
+
+#include "engine/spec/error.hpp"
+#include "engine/spec/json_reader.hpp"
+#include "engine/spec/presets.hpp"
+
+namespace stratagem::spec {
+
+const char* to_string(DType d) {
+  switch (d) {
+    case DType::fp32: return "fp32";
+    case DType::tf32: return "tf32";
+    case DType::fp16: return "fp16";
+    case DType::bf16: return "bf16";
+  }
+  return "?";
+}
+
+double dtype_bytes(DType d) { return d == DType::fp16 || d == DType::bf16 ? 2.0 : 4.0; }
+
+units::FlopsPerS GpuSpec::peak(DType d) const {
+  switch (d) {
+    case DType::fp32: return peak_fp32;
+    case DType::tf32: return peak_tf32;
+    case DType::fp16: return peak_fp16;
+    case DType::bf16: return peak_bf16;
+  }
+  return peak_fp32;
+}
+
+GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  r.allow({"preset", "description", "source"});
+  GpuSpec g;
+  g.name = r.string_or("name", "custom");
+  if (r.has("memory_GiB")) {
+    g.memory_bytes = units::gib_to_bytes(r.number("memory_GiB", 1e-3, 1e6));
+  } else {
+    g.memory_bytes = r.number("memory_bytes", 1e6, 1e15);
+  }
+  const nlohmann::json* peak = r.find("peak_tflops");
+  if (!peak) throw SpecError(r.child_path("peak_tflops"), "missing required key");
+  ObjectReader p(*peak, r.child_path("peak_tflops"));
+  g.peak_fp32 = units::tflops_to_flops(p.number("fp32", 1e-6, 1e6));
+  g.peak_tf32 = units::tflops_to_flops(p.number_or("tf32", g.peak_fp32 / units::kTera, 1e-6, 1e6));
+  g.peak_fp16 = units::tflops_to_flops(p.number_or("fp16", g.peak_fp32 / units::kTera, 1e-6, 1e6));
+  g.peak_bf16 = units::tflops_to_flops(p.number_or("bf16", g.peak_fp16 / units::kTera, 1e-6, 1e6));
+  p.finish();
+  g.hbm_bandwidth = units::gbps_to_bytes_per_s(r.number("hbm_GBps", 1e-3, 1e6));
+  if (const nlohmann::json* eff = r.find("matmul_efficiency")) {
+    ObjectReader e(*eff, r.child_path("matmul_efficiency"));
+    g.matmul_efficiency.max = e.number_or("max", g.matmul_efficiency.max, 0.01, 1.0);
+    g.matmul_efficiency.half_dim = e.number_or("half_dim", g.matmul_efficiency.half_dim, 0, 1e6);
+    e.finish();
+  }
+  g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
+  r.finish();
+  return g;
+}
+
+namespace {
+
+LinkSpec parse_link(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  r.allow({"description", "source"});
+  LinkSpec l;
+  l.bandwidth = units::gbps_to_bytes_per_s(r.number("bandwidth_GBps", 1e-6, 1e6));
+  l.latency = units::us_to_s(r.number_or("latency_us", 0.0, 0, 1e7));
+  r.finish();
+  return l;
+}
+
+}  // namespace
+
+ClusterSpec parse_cluster(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  r.allow({"preset", "description", "source"});
+  ClusterSpec c;
+  c.name = r.string_or("name", "custom");
+  c.nodes = static_cast<int>(r.integer_or("nodes", 1, 1, 1 << 20));
+  c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 1024));
+  const nlohmann::json* gpu = r.find("gpu");
+  if (!gpu) throw SpecError(r.child_path("gpu"), "missing required key");
+  c.gpu = parse_gpu(resolve_preset(PresetKind::gpu, *gpu, r.child_path("gpu")),
+                    r.child_path("gpu"));
+  const nlohmann::json* intra = r.find("intra_node");
+  if (!intra) throw SpecError(r.child_path("intra_node"), "missing required key");
+  c.intra_node = parse_link(*intra, r.child_path("intra_node"));
+  if (const nlohmann::json* inter = r.find("inter_node")) {
+    c.inter_node = parse_link(*inter, r.child_path("inter_node"));
+  } else if (c.nodes > 1) {
+    throw SpecError(r.child_path("inter_node"), "required when nodes > 1");
+  } else {
+    c.inter_node = c.intra_node;
+  }
+  r.finish();
+  return c;
+}
+
+nlohmann::json to_json(const GpuSpec& g) {
+  return {{"name", g.name},
+          {"memory_bytes", g.memory_bytes},
+          {"peak_tflops",
+           {{"fp32", g.peak_fp32 / units::kTera},
+            {"tf32", g.peak_tf32 / units::kTera},
+            {"fp16", g.peak_fp16 / units::kTera},
+            {"bf16", g.peak_bf16 / units::kTera}}},
+          {"hbm_GBps", g.hbm_bandwidth / units::kGB},
+          {"matmul_efficiency", {{"max", g.matmul_efficiency.max},
+                                 {"half_dim", g.matmul_efficiency.half_dim}}},
+          {"kernel_launch_us", g.kernel_launch_s / units::kMicro}};
+}
+
+nlohmann::json to_json(const ClusterSpec& c) {
+  auto link = [](const LinkSpec& l) {
+    return nlohmann::json{{"bandwidth_GBps", l.bandwidth / units::kGB},
+                          {"latency_us", l.latency / units::kMicro}};
+  };
+  return {{"name", c.name},           {"nodes", c.nodes},
+          {"gpus_per_node", c.gpus_per_node}, {"gpu", to_json(c.gpu)},
+          {"intra_node", link(c.intra_node)}, {"inter_node", link(c.inter_node)}};
+}
+
+}  // namespace stratagem::spec

@@ -1,0 +1,3 @@
+#include "engine/spec/import.hpp"
+
+// Implemented by the import work (accelerate / DeepSpeed configs).

@@ -1,0 +1,193 @@
+#include "engine/spec/json_reader.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "engine/spec/error.hpp"
+
+namespace stratagem::spec {
+
+namespace {
+
+std::string type_name(const nlohmann::json& j) { return j.type_name(); }
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    // Translate the byte offset into line:column, counting from 1.
+    std::size_t line = 1, column = 1;
+    const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
+    for (std::size_t i = 0; i < end; ++i) {
+      if (text[i] == '\n') {
+        ++line;
+        column = 1;
+      } else {
+        ++column;
+      }
+    }
+    std::string what = e.what();
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at line ..: reason".
+    const auto colon = what.rfind(": ");
+    const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
+    throw SpecError(source + ":" + std::to_string(line) + ":" + std::to_string(column),
+                    "invalid JSON: " + reason);
+  }
+}
+
+nlohmann::json read_json_file(const std::string& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw SpecError(file, "cannot open file");
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return parse_json_text(buffer.str(), file);
+}
+
+std::string closest(const std::string& word, const std::vector<std::string>& choices) {
+  std::string best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (const auto& choice : choices) {
+    const std::size_t d = edit_distance(word, choice);
+    if (d < best_distance) {
+      best_distance = d;
+      best = choice;
+    }
+  }
+  // Only suggest when the typo is small relative to the word.
+  if (best.empty() || best_distance > std::max<std::size_t>(2, word.size() / 2)) return "";
+  return best;
+}
+
+ObjectReader::ObjectReader(const nlohmann::json& object, std::string path)
+    : object_(object), path_(std::move(path)) {
+  if (!object_.is_object()) {
+    throw SpecError(path_.empty() ? "(top level)" : path_,
+                    "expected an object, got " + type_name(object_));
+  }
+}
+
+std::string ObjectReader::child_path(const std::string& key) const {
+  return path_.empty() ? key : path_ + "." + key;
+}
+
+bool ObjectReader::has(const std::string& key) {
+  known_.insert(key);
+  return object_.contains(key) && !object_.at(key).is_null();
+}
+
+const nlohmann::json* ObjectReader::find(const std::string& key) {
+  known_.insert(key);
+  auto it = object_.find(key);
+  if (it == object_.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+const nlohmann::json& ObjectReader::at(const std::string& key) {
+  const nlohmann::json* value = find(key);
+  if (!value) throw SpecError(child_path(key), "missing required key");
+  return *value;
+}
+
+std::string ObjectReader::string(const std::string& key) {
+  const auto& v = at(key);
+  if (!v.is_string()) throw SpecError(child_path(key), "expected a string, got " + type_name(v));
+  return v.get<std::string>();
+}
+
+std::string ObjectReader::string_or(const std::string& key, const std::string& fallback) {
+  return has(key) ? string(key) : fallback;
+}
+
+std::int64_t ObjectReader::integer(const std::string& key, std::int64_t min, std::int64_t max) {
+  const auto& v = at(key);
+  std::int64_t value = 0;
+  if (v.is_number_integer()) {
+    value = v.get<std::int64_t>();
+  } else if (v.is_number_float() && std::floor(v.get<double>()) == v.get<double>() &&
+             std::abs(v.get<double>()) < 9e18) {
+    value = static_cast<std::int64_t>(v.get<double>());  // 1e9 written as a float is fine
+  } else {
+    throw SpecError(child_path(key), "expected an integer, got " +
+                                         (v.is_number() ? v.dump() : type_name(v)));
+  }
+  if (value < min || value > max) {
+    throw SpecError(child_path(key), "must be in [" + std::to_string(min) + ", " +
+                                         std::to_string(max) + "], got " + std::to_string(value));
+  }
+  return value;
+}
+
+std::int64_t ObjectReader::integer_or(const std::string& key, std::int64_t fallback,
+                                      std::int64_t min, std::int64_t max) {
+  return has(key) ? integer(key, min, max) : fallback;
+}
+
+double ObjectReader::number(const std::string& key, double min, double max) {
+  const auto& v = at(key);
+  if (!v.is_number()) throw SpecError(child_path(key), "expected a number, got " + type_name(v));
+  const double value = v.get<double>();
+  if (!std::isfinite(value) || value < min || value > max) {
+    std::ostringstream msg;
+    msg << "must be in [" << min << ", " << max << "], got " << value;
+    throw SpecError(child_path(key), msg.str());
+  }
+  return value;
+}
+
+double ObjectReader::number_or(const std::string& key, double fallback, double min, double max) {
+  return has(key) ? number(key, min, max) : fallback;
+}
+
+bool ObjectReader::boolean_or(const std::string& key, bool fallback) {
+  if (!has(key)) return fallback;
+  const auto& v = at(key);
+  if (!v.is_boolean()) throw SpecError(child_path(key), "expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+std::string ObjectReader::choice(const std::string& key, const std::vector<std::string>& choices) {
+  const std::string value = string(key);
+  for (const auto& c : choices) {
+    if (c == value) return value;
+  }
+  std::string msg = "unknown value '" + value + "'";
+  const std::string hint = closest(value, choices);
+  if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+  throw SpecError(child_path(key), msg + "; valid: " + join(choices));
+}
+
+std::string ObjectReader::choice_or(const std::string& key, const std::string& fallback,
+                                    const std::vector<std::string>& choices) {
+  return has(key) ? choice(key, choices) : fallback;
+}
+
+void ObjectReader::allow(std::initializer_list<const char*> keys) {
+  for (const char* k : keys) known_.insert(k);
+}
+
+void ObjectReader::finish() const {
+  for (auto it = object_.begin(); it != object_.end(); ++it) {
+    if (known_.count(it.key())) continue;
+    const std::vector<std::string> choices(known_.begin(), known_.end());
+    std::string msg = "unknown key";
+    const std::string hint = closest(it.key(), choices);
+    if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+    else msg += "; known keys: " + join(choices);
+    throw SpecError(child_path(it.key()), msg);
+  }
+}
+
+}  // namespace stratagem::spec

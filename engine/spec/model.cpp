@@ -1,0 +1,167 @@
+#include "engine/spec/model.hpp"
+
+#include <cmath>
+
+#include "engine/spec/error.hpp"
+#include "engine/spec/json_reader.hpp"
+
+namespace stratagem::spec {
+
+namespace {
+
+double kv_dim(const ModelSpec& m) {
+  return static_cast<double>(m.hidden) * static_cast<double>(m.kv_heads) /
+         static_cast<double>(m.heads);
+}
+
+double norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::layernorm ? 2.0 * m.hidden : 1.0 * m.hidden;
+}
+
+double block_matmul_params(const ModelSpec& m) {
+  if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
+  const double h = m.hidden, f = m.ffn_hidden;
+  const double attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
+  const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+  return attention + mlp;
+}
+
+}  // namespace
+
+ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  ModelSpec m;
+  r.allow({"preset", "description", "source"});
+  m.name = r.string_or("name", "custom");
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  if (r.has("params")) {
+    // Quick form: a size and a depth, shape estimated.
+    m.params_given = r.number("params", 1e3, 1e15);
+    m.layers = r.integer("layers", 1, 100000);
+    const double h_estimate = std::sqrt(m.params_given / (12.0 * m.layers));
+    m.hidden = r.integer_or("hidden", std::max<std::int64_t>(64, std::llround(h_estimate / 64) * 64),
+                            1, kBig);
+    m.heads = r.integer_or("heads", std::max<std::int64_t>(1, m.hidden / 128), 1, kBig);
+    m.kv_heads = m.heads;
+    m.ffn_hidden = 4 * m.hidden;
+    m.vocab = r.integer_or("vocab", 0, 0, kBig);
+    m.bias = false;
+    m.positions = PositionKind::rotary;
+    r.finish();
+    return m;
+  }
+  m.kind = r.choice_or("kind", "decoder", {"decoder", "encoder"}) == "encoder"
+               ? ModelKind::encoder
+               : ModelKind::decoder;
+  m.layers = r.integer("layers", 1, 100000);
+  m.hidden = r.integer("hidden", 1, kBig);
+  m.heads = r.integer("heads", 1, m.hidden);
+  if (m.hidden % m.heads != 0) {
+    throw SpecError(r.child_path("heads"), "hidden (" + std::to_string(m.hidden) +
+                                               ") must be divisible by heads (" +
+                                               std::to_string(m.heads) + ")");
+  }
+  m.kv_heads = r.integer_or("kv_heads", m.heads, 1, m.heads);
+  if (m.heads % m.kv_heads != 0) {
+    throw SpecError(r.child_path("kv_heads"), "heads (" + std::to_string(m.heads) +
+                                                  ") must be divisible by kv_heads (" +
+                                                  std::to_string(m.kv_heads) + ")");
+  }
+  m.mlp = r.choice_or("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu
+                                                                     : MlpKind::gelu;
+  m.ffn_hidden = r.integer_or("ffn_hidden", 4 * m.hidden, 1, kBig);
+  m.vocab = r.integer("vocab", 1, kBig);
+  m.norm = r.choice_or("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm"
+               ? NormKind::rmsnorm
+               : NormKind::layernorm;
+  m.positions = r.choice_or("positions", "learned", {"learned", "rotary"}) == "rotary"
+                    ? PositionKind::rotary
+                    : PositionKind::learned;
+  m.max_positions = r.integer_or("max_positions", m.positions == PositionKind::learned ? 2048 : 0,
+                                 0, kBig);
+  m.type_vocab = r.integer_or("type_vocab", 0, 0, kBig);
+  m.tied_embeddings = r.boolean_or("tied_embeddings", m.kind == ModelKind::decoder);
+  m.bias = r.boolean_or("bias", true);
+  m.pooler = r.boolean_or("pooler", false);
+  r.finish();
+  return m;
+}
+
+double block_params(const ModelSpec& m) {
+  if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
+  const double h = m.hidden, f = m.ffn_hidden;
+  double biases = 0;
+  if (m.bias) {
+    biases = 2.0 * h + 2.0 * kv_dim(m);                            // q, k, v, o
+    biases += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;        // MLP in, out
+  }
+  return block_matmul_params(m) + biases + 2.0 * norm_params(m);  // two norms per block
+}
+
+double embedding_params(const ModelSpec& m) {
+  if (m.params_given > 0) return 0;
+  const double h = m.hidden;
+  double p = static_cast<double>(m.vocab) * h;
+  if (m.positions == PositionKind::learned) p += static_cast<double>(m.max_positions) * h;
+  p += static_cast<double>(m.type_vocab) * h;
+  if (m.kind == ModelKind::encoder) p += norm_params(m);  // BERT normalises embeddings
+  return p;
+}
+
+double head_params(const ModelSpec& m) {
+  if (m.params_given > 0) return 0;
+  const double h = m.hidden;
+  double p = m.kind == ModelKind::decoder ? norm_params(m) : 0.0;  // final norm (pre-LN)
+  if (!m.tied_embeddings) p += static_cast<double>(m.vocab) * h;
+  if (m.pooler) p += h * h + h;
+  return p;
+}
+
+double total_params(const ModelSpec& m) {
+  if (m.params_given > 0) return m.params_given;
+  return embedding_params(m) + static_cast<double>(m.layers) * block_params(m) + head_params(m);
+}
+
+double matmul_params(const ModelSpec& m) {
+  return static_cast<double>(m.layers) * block_matmul_params(m) +
+         static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+}
+
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and attention·V: 2·2·s·h.
+  return 2.0 * block_matmul_params(m) + 4.0 * static_cast<double>(m.hidden) * seq_len;
+}
+
+double head_forward_flops_per_token(const ModelSpec& m) {
+  return 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+}
+
+double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  // Backward costs twice the forward: 3 × forward.
+  return 3.0 * (static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
+                head_forward_flops_per_token(m));
+}
+
+double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
+                                  std::int64_t micro_batch, Recompute recompute,
+                                  double bytes_per_element) {
+  const double s = seq_len, b = micro_batch, h = m.hidden, a = m.heads;
+  const double scale = bytes_per_element / 2.0;  // the table is for 16-bit activations
+  switch (recompute) {
+    case Recompute::full:
+      return 2.0 * s * b * h * scale;
+    case Recompute::selective:
+      return 34.0 * s * b * h * scale;
+    case Recompute::none:
+      break;
+  }
+  return s * b * h * (34.0 + 5.0 * a * s / h) * scale;
+}
+
+double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
+                             double bytes_per_element) {
+  const double sb = static_cast<double>(seq_len) * static_cast<double>(micro_batch);
+  return sb * (static_cast<double>(m.hidden) * bytes_per_element + 4.0 * m.vocab);
+}
+
+}  // namespace stratagem::spec

@@ -1,0 +1,77 @@
+#pragma once
+// Model shapes (transformers) and the quantities derived from them: parameter counts per
+// unit, FLOPs per token, activation bytes per layer.
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/spec/units.hpp"
+
+namespace stratagem::spec {
+
+enum class ModelKind { decoder, encoder };
+enum class MlpKind { gelu, swiglu };
+enum class NormKind { layernorm, rmsnorm };
+enum class PositionKind { learned, rotary };
+enum class Recompute { none, selective, full };
+
+struct ModelSpec {
+  std::string name;
+  ModelKind kind = ModelKind::decoder;
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;     ///< grouped-query attention; == heads for multi-head
+  std::int64_t ffn_hidden = 0;
+  std::int64_t vocab = 0;
+  std::int64_t max_positions = 0;  ///< learned position table rows (0 with rotary)
+  std::int64_t type_vocab = 0;     ///< BERT token-type embeddings
+  bool tied_embeddings = false;
+  bool bias = true;
+  bool pooler = false;             ///< BERT pooler (h·h + h)
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layernorm;
+  PositionKind positions = PositionKind::learned;
+  /// Set only for the quick form {"params": P, "layers": l}: the total is given, the shape
+  /// (hidden ≈ sqrt(P / 12l)) is an estimate used for FLOPs and activations.
+  double params_given = 0;
+};
+
+/// Parses a model object (already merged with its preset). `path` prefixes errors.
+ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
+
+/// Parameters of one transformer block (attention + MLP + norms).
+double block_params(const ModelSpec& m);
+/// Parameters of the input unit: token (+ position, + type) embeddings (+ BERT's LN).
+double embedding_params(const ModelSpec& m);
+/// Parameters of the output unit: final norm, LM head when untied, BERT pooler.
+double head_params(const ModelSpec& m);
+/// All parameters, counted once (tied embeddings shared).
+double total_params(const ModelSpec& m);
+/// Weights that take part in matrix multiplies per token (blocks' matrices + LM head).
+double matmul_params(const ModelSpec& m);
+
+/// Training FLOPs per token, forward + backward, no recomputation:
+///   6·N_matmul + 12·l·h·s
+/// where N_matmul counts the blocks' weight matrices and the LM head (V·h). For GPT shapes
+/// this is Korthikanti et al. (2022) eq. 7 divided by B·s: 72·l·h² + 12·l·h·s + 6·V·h.
+double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+/// Forward FLOPs of one block for one token (2·block matmul params + 4·h·s attention).
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+/// Forward FLOPs of the head per token (2·V·h).
+double head_forward_flops_per_token(const ModelSpec& m);
+
+/// Activation bytes one block keeps for backward, per micro-batch, at 16-bit precision
+/// (Korthikanti et al. 2022, table 2): s·b·h·(34 + 5·a·s/h); selective recomputation
+/// 34·s·b·h; full recomputation 2·s·b·h (the block input only). fp32 training doubles it.
+double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
+                                  std::int64_t micro_batch, Recompute recompute,
+                                  double bytes_per_element = 2.0);
+
+/// Activation bytes the output unit keeps per micro-batch: the final norm's input in the
+/// activation dtype (s·b·h·e) and the fp32 logits cross-entropy keeps (4·s·b·V).
+double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
+                             double bytes_per_element = 2.0);
+
+}  // namespace stratagem::spec

@@ -1,0 +1,196 @@
+#include "engine/spec/strategy.hpp"
+
+#include "engine/spec/error.hpp"
+#include "engine/spec/json_reader.hpp"
+
+namespace stratagem::spec {
+
+const char* to_string(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe: return "gpipe";
+    case Schedule::one_f_one_b: return "1f1b";
+    case Schedule::interleaved: return "interleaved";
+  }
+  return "?";
+}
+
+const char* to_string(Sharding s) {
+  switch (s) {
+    case Sharding::none: return "none";
+    case Sharding::zero1: return "zero1";
+    case Sharding::zero2: return "zero2";
+    case Sharding::zero3: return "zero3";
+    case Sharding::fsdp_full_shard: return "FULL_SHARD";
+    case Sharding::fsdp_shard_grad_op: return "SHARD_GRAD_OP";
+    case Sharding::fsdp_hybrid_shard: return "HYBRID_SHARD";
+  }
+  return "?";
+}
+
+const char* to_string(Precision p) {
+  switch (p) {
+    case Precision::no: return "no";
+    case Precision::fp16: return "fp16";
+    case Precision::bf16: return "bf16";
+  }
+  return "?";
+}
+
+const char* to_string(Optimizer o) {
+  switch (o) {
+    case Optimizer::adam: return "adam";
+    case Optimizer::adamw: return "adamw";
+    case Optimizer::sgd: return "sgd";
+  }
+  return "?";
+}
+
+const char* to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "?";
+}
+
+Sharding parse_sharding(const std::string& name, const std::string& path) {
+  static const std::vector<std::pair<std::string, Sharding>> names = {
+      {"none", Sharding::none},
+      {"ddp", Sharding::none},
+      {"NO_SHARD", Sharding::none},
+      {"zero0", Sharding::none},
+      {"zero1", Sharding::zero1},
+      {"zero2", Sharding::zero2},
+      {"zero3", Sharding::zero3},
+      {"FULL_SHARD", Sharding::fsdp_full_shard},
+      {"SHARD_GRAD_OP", Sharding::fsdp_shard_grad_op},
+      {"HYBRID_SHARD", Sharding::fsdp_hybrid_shard},
+      {"fsdp", Sharding::fsdp_full_shard},
+  };
+  std::vector<std::string> valid;
+  for (const auto& [n, s] : names) {
+    if (n == name) return s;
+    valid.push_back(n);
+  }
+  std::string msg = "unknown sharding '" + name + "'";
+  const std::string hint = closest(name, valid);
+  if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+  std::string list;
+  for (const auto& v : valid) list += (list.empty() ? "" : ", ") + v;
+  throw SpecError(path, msg + "; valid: " + list);
+}
+
+bool shards_optimizer(Sharding s) { return s != Sharding::none; }
+bool shards_gradients(Sharding s) { return s != Sharding::none && s != Sharding::zero1; }
+bool shards_parameters(Sharding s) {
+  return s == Sharding::zero3 || s == Sharding::fsdp_full_shard ||
+         s == Sharding::fsdp_shard_grad_op || s == Sharding::fsdp_hybrid_shard;
+}
+bool reshards_after_forward(Sharding s) {
+  return s == Sharding::zero3 || s == Sharding::fsdp_full_shard ||
+         s == Sharding::fsdp_hybrid_shard;
+}
+
+StrategySpec parse_strategy(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  StrategySpec s;
+  s.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 24));
+  s.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
+  const std::string schedule = r.choice_or("schedule", "1f1b", {"gpipe", "1f1b", "interleaved"});
+  s.schedule = schedule == "gpipe"         ? Schedule::gpipe
+               : schedule == "interleaved" ? Schedule::interleaved
+                                           : Schedule::one_f_one_b;
+  s.chunks = static_cast<int>(r.integer_or("chunks", s.schedule == Schedule::interleaved ? 2 : 1,
+                                           1, 1024));
+  if (s.schedule != Schedule::interleaved && s.chunks != 1) {
+    throw SpecError(r.child_path("chunks"), "chunks > 1 needs schedule 'interleaved'");
+  }
+  if (s.schedule == Schedule::interleaved && s.chunks < 2) {
+    throw SpecError(r.child_path("chunks"), "the interleaved schedule needs chunks >= 2");
+  }
+  s.micro_batch_size = static_cast<int>(r.integer_or("micro_batch_size", 1, 1, 1 << 24));
+  s.grad_accum = static_cast<int>(r.integer_or("grad_accum", 0, 1, 1 << 24));  // 0: derive
+  s.sharding = r.has("sharding") ? parse_sharding(r.string("sharding"), r.child_path("sharding"))
+                                 : Sharding::none;
+  const std::string mp = r.choice_or("mixed_precision", "no", {"no", "fp16", "bf16"});
+  s.precision = mp == "fp16" ? Precision::fp16 : mp == "bf16" ? Precision::bf16 : Precision::no;
+  const char* loss_keys[] = {"initial_scale_power", "loss_scale_window", "hysteresis",
+                             "min_loss_scale"};
+  for (const char* key : loss_keys) {
+    if (r.has(key) && s.precision != Precision::fp16) {
+      throw SpecError(r.child_path(key), std::string("loss scaling applies to fp16 only, but "
+                                                     "mixed_precision is '") +
+                                             mp + "'");
+    }
+  }
+  s.loss_scale.initial_scale_power = static_cast<int>(r.integer_or("initial_scale_power", 16, 0, 64));
+  s.loss_scale.loss_scale_window = static_cast<int>(r.integer_or("loss_scale_window", 1000, 1, 1 << 30));
+  s.loss_scale.hysteresis = static_cast<int>(r.integer_or("hysteresis", 2, 1, 1 << 20));
+  s.loss_scale.min_loss_scale = r.number_or("min_loss_scale", 1.0, 1e-30, 1e30);
+  const std::string rc = r.choice_or("recompute", "none", {"none", "selective", "full"});
+  s.recompute = rc == "full" ? Recompute::full : rc == "selective" ? Recompute::selective
+                                                                   : Recompute::none;
+  s.bucket_mb = r.number_or("bucket_mb", 25.0, 1e-6, 1e9);
+  const std::string opt = r.choice_or("optimizer", "adamw", {"adam", "adamw", "sgd"});
+  s.optimizer = opt == "adam" ? Optimizer::adam : opt == "sgd" ? Optimizer::sgd : Optimizer::adamw;
+  s.offload_optimizer = r.choice_or("offload_optimizer", "none", {"none", "cpu"}) == "cpu"
+                            ? Offload::cpu
+                            : Offload::none;
+  s.prefetch = static_cast<int>(r.integer_or("prefetch", 1, 0, 64));
+  s.master_weights = r.boolean_or("master_weights", true);
+  if (!s.master_weights && s.precision != Precision::bf16) {
+    throw SpecError(r.child_path("master_weights"),
+                    "only bf16 training may drop the fp32 master weights (fp16 needs them; "
+                    "fp32 has none)");
+  }
+  r.finish();
+  return s;
+}
+
+double compute_param_bytes(Precision p) { return p == Precision::no ? 4.0 : 2.0; }
+
+DType compute_dtype(Precision p) {
+  switch (p) {
+    case Precision::no: return DType::fp32;
+    case Precision::fp16: return DType::fp16;
+    case Precision::bf16: return DType::bf16;
+  }
+  return DType::fp32;
+}
+
+double optimizer_state_bytes_per_param(Optimizer o) { return o == Optimizer::sgd ? 4.0 : 8.0; }
+
+bool has_master_weights(const StrategySpec& s) {
+  return s.precision != Precision::no && s.master_weights;
+}
+
+double zero_k(const StrategySpec& s) {
+  return optimizer_state_bytes_per_param(s.optimizer) + (has_master_weights(s) ? 4.0 : 0.0);
+}
+
+nlohmann::json to_json(const StrategySpec& s) {
+  nlohmann::json j = {{"dp", s.dp},
+                      {"pp", s.pp},
+                      {"schedule", to_string(s.schedule)},
+                      {"micro_batch_size", s.micro_batch_size},
+                      {"grad_accum", s.grad_accum},
+                      {"sharding", to_string(s.sharding)},
+                      {"mixed_precision", to_string(s.precision)},
+                      {"recompute", to_string(s.recompute)},
+                      {"bucket_mb", s.bucket_mb},
+                      {"optimizer", to_string(s.optimizer)},
+                      {"offload_optimizer", s.offload_optimizer == Offload::cpu ? "cpu" : "none"},
+                      {"prefetch", s.prefetch},
+                      {"master_weights", s.master_weights}};
+  if (s.schedule == Schedule::interleaved) j["chunks"] = s.chunks;
+  if (s.precision == Precision::fp16) {
+    j["initial_scale_power"] = s.loss_scale.initial_scale_power;
+    j["loss_scale_window"] = s.loss_scale.loss_scale_window;
+    j["hysteresis"] = s.loss_scale.hysteresis;
+    j["min_loss_scale"] = s.loss_scale.min_loss_scale;
+  }
+  return j;
+}
+
+}  // namespace stratagem::spec

@@ -1,0 +1,1 @@
+// Simulator (sim/): see simulator.hpp.
