@@ -11,8 +11,8 @@
 //    (all members' ops of the same CollectiveInstance are startable).
 //  * p2p ops are not serialised on their stream: each is posted as soon as its deps have
 //    finished (like isend/irecv); the transfer runs once both its send and recv are posted
-//    and both finish when it has been delivered. For every (sender, receiver) pair, sends and
-//    recvs are listed in the same order, so executors that must match in order (NCCL) can.
+//    and both finish when it has been delivered. Deps never cross ranks: a send and its recv
+//    are paired by their transfer index (unique in the plan, usable as a message tag).
 //  * Memory effects apply at op start or end; `initial` bytes are held for the whole step.
 #include <array>
 #include <cstdint>

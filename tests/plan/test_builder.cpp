@@ -1,0 +1,273 @@
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+
+#include "engine/plan/builder.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/presets.hpp"
+#include "tests/plan/plan_test_util.hpp"
+
+namespace stratagem {
+namespace {
+
+using plan::Collective;
+using plan::Compute;
+using plan::P2P;
+using plan::Phase;
+using plan::StepPlan;
+using plan::TensorClass;
+
+// Structural invariants every plan must satisfy.
+void check_invariants(const StepPlan& p) {
+  for (const auto& op : p.ops) {
+    for (plan::OpId d : p.deps_of(op)) {
+      ASSERT_LT(d, op.id) << "deps must point backwards (acyclic by construction)";
+      ASSERT_EQ(p.ops[d].rank, op.rank) << "deps never cross ranks";
+    }
+  }
+  for (const auto& t : p.transfers) {
+    if (p.ranks[t.src].built) ASSERT_NE(t.send, plan::kNoOp);
+    if (p.ranks[t.dst].built) ASSERT_NE(t.recv, plan::kNoOp);
+  }
+  for (const auto& inst : p.collectives) {
+    int built = 0;
+    for (int r : p.groups[inst.group].ranks) built += p.ranks[r].built ? 1 : 0;
+    ASSERT_EQ(static_cast<int>(inst.ops.size()), built) << p.groups[inst.group].label;
+  }
+}
+
+// Peak activation bytes of a rank, walking its compute stream in order (activation effects
+// only sit on compute ops, so stream order gives the exact peak).
+double activation_peak(const StepPlan& p, int rank) {
+  double cur = 0, peak = 0;
+  for (plan::OpId id : p.ranks[rank].streams[0]) {
+    for (const auto& e : p.effects_of(p.ops[id])) {
+      if (e.cls != TensorClass::activations) continue;
+      cur += e.bytes;
+      peak = std::max(peak, cur);
+    }
+  }
+  EXPECT_NEAR(cur, 0.0, 1.0) << "every activation allocated is freed";
+  return peak;
+}
+
+TEST(Builder, EveryShippedScenarioBuilds) {
+  for (const auto& name : spec::shipped_scenario_names()) {
+    SCOPED_TRACE(name);
+    const auto s = spec::load_scenario(name);
+    const auto p = plan::build_plan(s);
+    check_invariants(p);
+    EXPECT_GT(p.ops.size(), 0u);
+  }
+}
+
+TEST(Builder, DdpBucketsAllReduceOnlyAfterTheLastMicroBatch) {
+  const auto s = test::small_scenario({{"dp", 8}, {"micro_batch_size", 2}, {"grad_accum", 4},
+                                       {"mixed_precision", "bf16"}});
+  const auto p = plan::build_plan(s);
+  check_invariants(p);
+  // A block has 12h²+13h = 12,595,200 params = 25.19 MB in bf16, under the 25 MiB
+  // (26.21 MB) cap, so buckets close after the second block: {head, 16, 15}, {14, 13}, ...,
+  // {2, 1}, then the embedding (34.9M params) alone: 1 + 7 + 1 = 9 buckets.
+  int all_reduces = 0;
+  for (plan::OpId id : p.ranks[0].streams[1]) {
+    const auto& c = std::get<Collective>(p.ops[id].payload);
+    EXPECT_EQ(c.kind, plan::CollectiveKind::all_reduce);
+    ++all_reduces;
+    // Each bucket's all-reduce depends on a backward of the last micro-batch.
+    const auto deps = p.deps_of(p.ops[id]);
+    ASSERT_EQ(deps.size(), 1u);
+    const auto& producer = std::get<Compute>(p.ops[deps[0]].payload);
+    EXPECT_EQ(producer.phase, Phase::backward);
+    EXPECT_EQ(producer.microbatch, 3);
+  }
+  EXPECT_EQ(all_reduces, 9);
+  double synced = 0;
+  for (plan::OpId id : p.ranks[0].streams[1]) synced += std::get<Collective>(p.ops[id].payload).bytes;
+  double params = 0;
+  for (const auto& u : p.layout.units) params += u.params;
+  EXPECT_DOUBLE_EQ(synced, 2.0 * params);  // every gradient is all-reduced exactly once
+}
+
+TEST(Builder, OneBucketMeansOneAllReduceAfterBackward) {
+  const auto s = test::small_scenario({{"dp", 8}, {"bucket_mb", 1e6}});
+  const auto p = plan::build_plan(s);
+  ASSERT_EQ(p.ranks[0].streams[1].size(), 1u);
+}
+
+TEST(Builder, Zero3MovesOneAndAHalfTimesDdp) {
+  const auto ddp = plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}}));
+  const auto z1 = plan::build_plan(
+      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero1"}}));
+  const auto z2 = plan::build_plan(
+      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero2"}}));
+  const auto z3 = plan::build_plan(
+      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero3"}}));
+  const auto fsdp = plan::build_plan(
+      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "FULL_SHARD"}}));
+  const double base = test::wire_bytes(ddp, 0);
+  EXPECT_GT(base, 0);
+  EXPECT_NEAR(test::wire_bytes(z1, 0) / base, 1.0, 1e-12);
+  EXPECT_NEAR(test::wire_bytes(z2, 0) / base, 1.0, 1e-12);
+  EXPECT_NEAR(test::wire_bytes(z3, 0) / base, 1.5, 1e-12);
+  EXPECT_NEAR(test::wire_bytes(fsdp, 0) / base, 1.5, 1e-12);
+}
+
+TEST(Builder, ShardGradOpGathersOncePerMicroBatch) {
+  const auto full = plan::build_plan(
+      test::small_scenario({{"dp", 8}, {"sharding", "FULL_SHARD"}, {"grad_accum", 2}}));
+  const auto grad_op = plan::build_plan(
+      test::small_scenario({{"dp", 8}, {"sharding", "SHARD_GRAD_OP"}, {"grad_accum", 2}}));
+  const auto units = static_cast<std::size_t>(full.layout.units.size());
+  EXPECT_EQ(full.ranks[0].streams[2].size(), 2 * 2 * units);  // forward + backward, 2 mbs
+  EXPECT_EQ(grad_op.ranks[0].streams[2].size(), 2 * units);   // forward only, kept
+}
+
+TEST(Builder, ActivationsInFlightFollowTheSchedule) {
+  const int p = 4, m = 8;
+  auto pipe = [&](const char* schedule) {
+    return plan::build_plan(test::small_scenario(
+        {{"dp", 2}, {"pp", p}, {"schedule", schedule}, {"grad_accum", m}}));
+  };
+  const auto gpipe = pipe("gpipe");
+  const auto ofob = pipe("1f1b");
+  for (int stage = 0; stage < p; ++stage) {
+    const int rank = gpipe.layout.rank_of(stage, 0);
+    // Per micro-batch activations of this stage (one forward op's allocation).
+    double per_mb = 0;
+    for (const auto& e : gpipe.effects_of(gpipe.ops[gpipe.ranks[rank].streams[0][0]])) {
+      if (e.cls == TensorClass::activations) per_mb += e.bytes;
+    }
+    EXPECT_DOUBLE_EQ(activation_peak(gpipe, rank), m * per_mb) << "GPipe holds m";
+    EXPECT_DOUBLE_EQ(activation_peak(ofob, rank), std::min(p - stage, m) * per_mb)
+        << "1F1B holds min(p−s, m) on stage " << stage;
+  }
+}
+
+TEST(Builder, PipelineSendsPairWithRecvs) {
+  const auto p = plan::build_plan(test::small_scenario(
+      {{"dp", 2}, {"pp", 4}, {"schedule", "interleaved"}, {"chunks", 2}, {"grad_accum", 8}}));
+  check_invariants(p);
+  // 2 directions × (virtual stages − 1) boundaries × m micro-batches, for replica 0 only
+  // (folded: the other replica is not built).
+  EXPECT_EQ(p.transfers.size(), static_cast<std::size_t>(2 * (4 * 2 - 1) * 8));
+}
+
+TEST(Builder, FoldingBuildsOnlyReplicaZeroWithTheSameOps) {
+  const auto s = test::small_scenario({{"dp", 4}, {"pp", 2}, {"grad_accum", 4}, {"sharding", "zero1"}});
+  const auto folded = plan::build_plan(s, {.fold = true});
+  const auto full = plan::build_plan(s, {.fold = false});
+  EXPECT_TRUE(folded.folded);
+  EXPECT_EQ(folded.built_ranks(), (std::vector<int>{0, 4}));
+  EXPECT_EQ(full.built_ranks().size(), 8u);
+  for (int r : {0, 4}) {
+    for (int st = 0; st < plan::kStreamCount; ++st) {
+      EXPECT_EQ(folded.ranks[r].streams[st].size(), full.ranks[r].streams[st].size());
+    }
+  }
+  EXPECT_EQ(folded.ranks[5].representative, 4);
+  EXPECT_EQ(folded.ranks[5].initial, full.ranks[5].initial);
+}
+
+TEST(Builder, Fp16AddsFoundInfAllReduceAndBf16DoesNot) {
+  auto count_found_inf = [](const StepPlan& p) {
+    int n = 0;
+    for (const auto& op : p.ops) {
+      if (const auto* c = std::get_if<Collective>(&op.payload)) {
+        n += c->purpose == plan::CommPurpose::found_inf ? 1 : 0;
+      }
+    }
+    return n;
+  };
+  const auto fp16 = plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "fp16"}}));
+  const auto bf16 = plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}}));
+  EXPECT_EQ(count_found_inf(fp16), 1);  // folded: one built rank
+  EXPECT_EQ(count_found_inf(bf16), 0);
+  EXPECT_EQ(fp16.ranks[0].initial[static_cast<int>(TensorClass::loss_scale)], 8.0);
+}
+
+TEST(Builder, FullRecomputeRebuildsOneLayerAtATime) {
+  const auto none = plan::build_plan(test::small_scenario({{"dp", 8}}));
+  const auto full = plan::build_plan(test::small_scenario({{"dp", 8}, {"recompute", "full"}}));
+  int recomputes = 0;
+  for (plan::OpId id : full.ranks[0].streams[0]) {
+    const auto* c = std::get_if<Compute>(&full.ops[id].payload);
+    if (c && c->phase == Phase::recompute) ++recomputes;
+  }
+  EXPECT_EQ(recomputes, 16);
+  const auto& block = full.layout.units[1];
+  // The head's backward runs (and frees the head's activations) before block 16 is rebuilt,
+  // so the peak is the larger of: all checkpoints + the head, or all checkpoints + one
+  // rebuilt block.
+  const double expect = 16 * block.act_bytes + std::max(full.layout.units.back().act_bytes,
+                                                        block.full_act_bytes - block.act_bytes);
+  EXPECT_DOUBLE_EQ(activation_peak(full, 0), expect);
+  EXPECT_LT(activation_peak(full, 0), activation_peak(none, 0));
+}
+
+TEST(Builder, TiedEmbeddingsSyncAcrossFirstAndLastStage) {
+  const auto p = plan::build_plan(test::small_scenario({{"dp", 2}, {"pp", 4}, {"grad_accum", 4}}));
+  int tied = 0;
+  for (const auto& op : p.ops) {
+    if (const auto* c = std::get_if<Collective>(&op.payload)) {
+      if (c->purpose == plan::CommPurpose::tied_embedding) {
+        ++tied;
+        EXPECT_EQ(p.groups[c->group].ranks, (std::vector<int>{0, 6}));
+      }
+    }
+  }
+  EXPECT_EQ(tied, 2);  // stage 0 and stage 3 of replica 0
+}
+
+TEST(Builder, HybridShardReduceScattersInNodeAndAllReducesAcrossNodes) {
+  nlohmann::json j = {
+      {"model", {{"layers", 4}, {"hidden", 256}, {"heads", 4}, {"vocab", 1000}}},
+      {"cluster",
+       {{"nodes", 2}, {"gpus_per_node", 4}, {"gpu", "a100-80gb"},
+        {"intra_node", {{"bandwidth_GBps", 300}}}, {"inter_node", {{"bandwidth_GBps", 25}}}}},
+      {"strategy", {{"dp", 8}, {"sharding", "HYBRID_SHARD"}}},
+      {"training", {{"seq_len", 128}}}};
+  const auto p = plan::build_plan(spec::parse_scenario(j), {.fold = false});
+  bool saw_rs = false, saw_ar = false;
+  for (plan::OpId id : p.ranks[5].streams[1]) {
+    const auto& c = std::get<Collective>(p.ops[id].payload);
+    if (c.kind == plan::CollectiveKind::reduce_scatter) {
+      saw_rs = true;
+      EXPECT_EQ(p.groups[c.group].ranks, (std::vector<int>{4, 5, 6, 7}));
+      EXPECT_TRUE(p.groups[c.group].intra_node);
+    } else {
+      saw_ar = true;
+      EXPECT_EQ(p.groups[c.group].ranks, (std::vector<int>{1, 5}));
+      EXPECT_FALSE(p.groups[c.group].intra_node);
+    }
+  }
+  EXPECT_TRUE(saw_rs && saw_ar);
+}
+
+TEST(Builder, ScheduleOrdersMatchMegatron) {
+  // 1F1B, p=4, stage 1, m=4: two warm-up forwards, then F/B pairs, then cool-down.
+  const auto o = plan::schedule_order(spec::Schedule::one_f_one_b, 4, 1, 1, 4);
+  std::string s;
+  for (const auto& i : o) s += (i.forward ? "F" : "B") + std::to_string(i.microbatch) + " ";
+  EXPECT_EQ(s, "F0 F1 F2 B0 F3 B1 B2 B3 ");
+  // Interleaved p=2, v=2, m=4, stage 0: warm-up (2−0−1)·2 + (2−1)·2 = 4.
+  const auto io = plan::schedule_order(spec::Schedule::interleaved, 2, 0, 2, 4);
+  std::string t;
+  for (const auto& i : io) {
+    t += (i.forward ? "F" : "B") + std::to_string(i.chunk) + "." + std::to_string(i.microbatch) + " ";
+  }
+  EXPECT_EQ(t, "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 ");
+}
+
+TEST(Builder, SplitStagesPutsEmbeddingFirstAndHeadLast) {
+  const auto split = plan::split_stages(10, 4, 1);
+  // 10 blocks over 4 stages: 3,3,2,2; units 0 and 11 are embedding and head.
+  EXPECT_EQ(split[0][0], (std::pair<int, int>{0, 4}));
+  EXPECT_EQ(split[1][0], (std::pair<int, int>{4, 7}));
+  EXPECT_EQ(split[2][0], (std::pair<int, int>{7, 9}));
+  EXPECT_EQ(split[3][0], (std::pair<int, int>{9, 12}));
+}
+
+}  // namespace
+}  // namespace stratagem
