@@ -1,0 +1,117 @@
+#include "sim/strategy_variants.hpp"
+
+#include <algorithm>
+
+#include "engine/spec/error.hpp"
+#include "engine/spec/json_reader.hpp"
+
+namespace stratagem::sim {
+
+namespace {
+
+// The pipeline depth pipeline variants use: the largest of 8, 4, 2 that divides the world,
+// fits the layers and leaves whole micro-batches for the global batch.
+int pipeline_depth(const spec::Scenario& s) {
+  for (int pp : {8, 4, 2}) {
+    if (s.world_size() % pp == 0 && pp <= s.model.layers) return pp;
+  }
+  return 1;
+}
+
+spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule schedule,
+                    spec::Sharding sharding) {
+  spec::Scenario s = base;
+  auto& st = s.strategy;
+  st.dp = dp;
+  st.pp = pp;
+  st.schedule = schedule;
+  st.chunks = schedule == spec::Schedule::interleaved ? 2 : 1;
+  st.sharding = sharding;
+  st.offload_optimizer = spec::Offload::none;
+  // Keep the global batch: re-derive the micro-batches for the new data-parallel degree.
+  const std::int64_t per_accum = std::int64_t{st.micro_batch_size} * dp;
+  if (s.training.global_batch % per_accum != 0) {
+    throw SpecError("training.global_batch",
+                    std::to_string(s.training.global_batch) +
+                        " is not a multiple of micro_batch_size × dp = " +
+                        std::to_string(per_accum));
+  }
+  st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
+  s.name = base.name;
+  spec::validate(s);
+  return s;
+}
+
+}  // namespace
+
+const std::vector<std::string>& variant_names() {
+  static const std::vector<std::string> names = {
+      "base", "ddp",  "zero1",       "zero2", "zero3",      "fsdp",
+      "shard_grad_op", "hybrid", "gpipe", "1f1b", "interleaved", "offload"};
+  return names;
+}
+
+std::vector<std::string> default_variants() {
+  return {"ddp", "zero1", "zero2", "zero3", "fsdp", "gpipe", "1f1b", "interleaved"};
+}
+
+std::vector<Variant> make_variants(const spec::Scenario& base,
+                                   const std::vector<std::string>& names) {
+  std::vector<Variant> out;
+  const int world = base.world_size();
+  for (const auto& name : names) {
+    const auto& known = variant_names();
+    if (std::find(known.begin(), known.end(), name) == known.end()) {
+      std::string msg = "unknown strategy '" + name + "'";
+      const std::string hint = spec::closest(name, known);
+      if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+      std::string list;
+      for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+      throw SpecError("--strategies", msg + "; valid: " + list);
+    }
+    Variant v;
+    v.name = name;
+    try {
+      using spec::Schedule;
+      using spec::Sharding;
+      const int pp = pipeline_depth(base);
+      // Pipelines keep the base's optimizer sharding when a pipeline allows it (none/zero1).
+      const Sharding pipe_sharding =
+          base.strategy.sharding == Sharding::zero1 ? Sharding::zero1 : Sharding::none;
+      if (name == "base") {
+        v.scenario = base;
+      } else if (name == "ddp") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::none);
+      } else if (name == "zero1") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero1);
+      } else if (name == "zero2") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero2);
+      } else if (name == "zero3") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero3);
+      } else if (name == "fsdp") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::fsdp_full_shard);
+      } else if (name == "shard_grad_op") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::fsdp_shard_grad_op);
+      } else if (name == "hybrid") {
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::fsdp_hybrid_shard);
+      } else if (name == "offload") {
+        auto s = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero2);
+        s.strategy.offload_optimizer = spec::Offload::cpu;
+        spec::validate(s);
+        v.scenario = s;
+      } else {
+        if (pp < 2) throw SpecError("strategy.pp", "no pipeline depth ≥ 2 divides the cluster");
+        const Schedule schedule = name == "gpipe"   ? Schedule::gpipe
+                                  : name == "1f1b" ? Schedule::one_f_one_b
+                                                   : Schedule::interleaved;
+        v.scenario = with(base, world / pp, pp, schedule, pipe_sharding);
+      }
+    } catch (const SpecError& e) {
+      v.error = e.what();
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
+}  // namespace stratagem::sim

@@ -1,0 +1,27 @@
+#pragma once
+// Named strategy variants of one scenario, for `compare`: the same model, cluster and global
+// batch trained with DDP, a ZeRO stage, FSDP or a pipeline schedule.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/spec/scenario.hpp"
+
+namespace stratagem::sim {
+
+struct Variant {
+  std::string name;
+  std::optional<spec::Scenario> scenario;  ///< empty when the variant is invalid here
+  std::string error;                       ///< why it is invalid
+};
+
+/// Names accepted by compare: base (the scenario as written), ddp, zero1, zero2, zero3, fsdp
+/// (FULL_SHARD), shard_grad_op, hybrid (HYBRID_SHARD), gpipe, 1f1b, interleaved, offload.
+const std::vector<std::string>& variant_names();
+/// The default list for `compare` without --strategies.
+std::vector<std::string> default_variants();
+/// Builds each variant; unknown names throw SpecError (path "--strategies").
+std::vector<Variant> make_variants(const spec::Scenario& base,
+                                   const std::vector<std::string>& names);
+
+}  // namespace stratagem::sim
