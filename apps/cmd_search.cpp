@@ -1,0 +1,150 @@
+// `stratagem search --model M --cluster C [--nodes N] [--global_batch B] [--seq_len S]`:
+// the best strategies by simulated throughput and the throughput/memory Pareto front.
+#include <unistd.h>
+
+#include <iostream>
+
+#include "apps/command.hpp"
+#include "apps/format.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/presets.hpp"
+#include "engine/spec/scenario.hpp"
+#include "sim/search.hpp"
+
+namespace stratagem::cli {
+namespace {
+
+struct Options {
+  std::string model = "llama2-7b";
+  std::string cluster = "dgx-a100-80gb";
+  int nodes = 0;
+  std::int64_t global_batch = 256;
+  std::int64_t seq_len = 2048;
+  int top = 10;
+  std::vector<std::string> precisions;
+  bool json = false;
+  bool quiet = false;
+};
+
+nlohmann::json candidate_json(const sim::Candidate& c) {
+  const auto& st = c.scenario.strategy;
+  return {{"label", c.label},
+          {"strategy", spec::to_json(st)},
+          {"step_time_s", c.step_time_s},
+          {"tokens_per_s", c.tokens_per_s},
+          {"mfu", c.mfu},
+          {"bubble_fraction", c.bubble_fraction},
+          {"exposed_comm_s", c.exposed_comm_s},
+          {"peak_memory_bytes", c.peak_memory_bytes}};
+}
+
+int run(const Options& o) {
+  nlohmann::json cluster = {{"preset", o.cluster}};
+  if (o.nodes > 0) cluster["nodes"] = o.nodes;
+  // Any valid strategy will do as the starting point: the search replaces it.
+  nlohmann::json base_json = {{"name", o.model + " on " + o.cluster},
+                              {"model", {{"preset", o.model}}},
+                              {"cluster", cluster},
+                              {"strategy", nlohmann::json::object()},
+                              {"training", {{"seq_len", o.seq_len}}}};
+  // Resolve the world size first so the placeholder strategy validates.
+  spec::ClusterSpec c = spec::parse_cluster(
+      spec::resolve_preset(spec::PresetKind::cluster, cluster, "--cluster"), "--cluster");
+  base_json["strategy"] = {{"dp", c.world_size()}, {"micro_batch_size", 1}};
+  if (o.global_batch % c.world_size() != 0) {
+    throw SpecError("--global_batch", std::to_string(o.global_batch) +
+                                          " is not a multiple of the cluster's " +
+                                          std::to_string(c.world_size()) + " GPUs");
+  }
+  base_json["training"]["global_batch"] = o.global_batch;
+  const auto base = spec::parse_scenario(base_json, "search");
+
+  sim::SearchOptions options;
+  if (!o.precisions.empty()) {
+    options.precisions.clear();
+    for (const auto& p : o.precisions) {
+      if (p == "no" || p == "fp32") options.precisions.push_back(spec::Precision::no);
+      else if (p == "fp16") options.precisions.push_back(spec::Precision::fp16);
+      else if (p == "bf16") options.precisions.push_back(spec::Precision::bf16);
+      else throw SpecError("--mixed_precision", "unknown '" + p + "'; valid: no, fp16, bf16");
+    }
+  }
+  const bool tty = isatty(STDERR_FILENO) && !o.quiet;
+  auto progress = [&](int done, int total) {
+    if (!tty || total == 0 || (done % 16 != 0 && done != total)) return;
+    const int width = 30, filled = width * done / total;
+    std::fprintf(stderr, "\r[%s%s] %d/%d configurations", std::string(filled, '#').c_str(),
+                 std::string(width - filled, '.').c_str(), done, total);
+    if (done == total) std::fprintf(stderr, "\n");
+  };
+  const auto result = sim::search(base, options, progress);
+  if (o.json) {
+    nlohmann::json best = nlohmann::json::array(), front = nlohmann::json::array();
+    for (int i = 0; i < std::min<int>(o.top, result.ranked.size()); ++i) {
+      best.push_back(candidate_json(result.ranked[i]));
+    }
+    for (int i : result.pareto) front.push_back(candidate_json(result.ranked[i]));
+    std::cout << nlohmann::json{{"model", o.model},
+                                {"cluster", o.cluster},
+                                {"gpus", c.world_size()},
+                                {"enumerated", result.enumerated},
+                                {"invalid", result.invalid},
+                                {"memory_rejected", result.memory_rejected},
+                                {"simulated", result.simulated},
+                                {"best", best},
+                                {"pareto", front}}
+                     .dump(2)
+              << "\n";
+    return 0;
+  }
+  std::printf("%s on %d × %s, global batch %lld × %lld tokens: %d configurations, %d invalid, "
+              "%d do not fit, %d simulated\n",
+              o.model.c_str(), c.world_size(), c.gpu.name.c_str(),
+              static_cast<long long>(o.global_batch), static_cast<long long>(o.seq_len),
+              result.enumerated, result.invalid, result.memory_rejected, result.simulated);
+  if (result.ranked.empty()) {
+    std::printf("nothing fits: try more GPUs (--nodes), a smaller --global_batch or --seq_len\n");
+    return 1;
+  }
+  auto table = [&](const std::vector<int>& indices) {
+    std::vector<std::vector<std::string>> rows = {
+        {"#", "strategy", "step time", "tokens/s", "MFU", "bubble", "peak mem"}};
+    for (int i : indices) {
+      const auto& c = result.ranked[i];
+      rows.push_back({std::to_string(i + 1), c.label, fmt_time(c.step_time_s),
+                      fmt_rate(c.tokens_per_s), fmt_percent(c.mfu), fmt_percent(c.bubble_fraction),
+                      fmt_gib(c.peak_memory_bytes)});
+    }
+    print_table(stdout, rows);
+  };
+  std::vector<int> best;
+  for (int i = 0; i < std::min<int>(o.top, result.ranked.size()); ++i) best.push_back(i);
+  std::printf("\nBest %zu by throughput:\n", best.size());
+  table(best);
+  std::printf("\nPareto front (no configuration is both faster and lighter):\n");
+  table(result.pareto);
+  return 0;
+}
+
+Registration reg{{"search", "Search strategies for a model on a cluster (simulated)", 15,
+                  [](CLI::App& sub) {
+                    auto o = std::make_shared<Options>();
+                    sub.add_option("--model", o->model, "Model preset")->capture_default_str();
+                    sub.add_option("--cluster", o->cluster, "Cluster preset")
+                        ->capture_default_str();
+                    sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)");
+                    sub.add_option("--global_batch", o->global_batch, "Samples per step")
+                        ->capture_default_str();
+                    sub.add_option("--seq_len", o->seq_len, "Tokens per sample")
+                        ->capture_default_str();
+                    sub.add_option("--top", o->top, "How many to list")->capture_default_str();
+                    sub.add_option("--mixed_precision", o->precisions,
+                                   "Precisions to try (default: bf16,fp16,no)")
+                        ->delimiter(',');
+                    sub.add_flag("--json", o->json, "Print JSON");
+                    sub.add_flag("--quiet", o->quiet, "No progress bar");
+                    return std::function<int()>([o] { return run(*o); });
+                  }}};
+
+}  // namespace
+}  // namespace stratagem::cli

@@ -1,0 +1,62 @@
+#pragma once
+// Formatting for CLI tables: human units and fixed-width columns.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace stratagem::cli {
+
+inline std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+/// Seconds as "12.3 ms", "1.20 s".
+inline std::string fmt_time(double s) {
+  if (s >= 1.0) return fmt("%.3g s", s);
+  if (s >= 1e-3) return fmt("%.3g ms", s * 1e3);
+  return fmt("%.3g us", s * 1e6);
+}
+
+/// Bytes in GiB (2^30), the unit nvidia-smi and PyTorch report.
+inline std::string fmt_gib(double bytes) { return fmt("%.2f GiB", bytes / (1024.0 * 1024 * 1024)); }
+
+inline std::string fmt_rate(double v) {
+  if (v >= 1e6) return fmt("%.3gM", v / 1e6);
+  if (v >= 1e3) return fmt("%.3gk", v / 1e3);
+  return fmt("%.3g", v);
+}
+
+inline std::string fmt_percent(double fraction) { return fmt("%.1f%%", fraction * 100.0); }
+
+/// Prints rows as a table with columns padded to their widest cell (UTF-8 aware).
+inline void print_table(std::FILE* out, const std::vector<std::vector<std::string>>& rows) {
+  auto width = [](const std::string& s) {
+    std::size_t w = 0;
+    for (unsigned char c : s) w += (c & 0xC0) != 0x80 ? 1 : 0;
+    return w;
+  };
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    if (widths.size() < row.size()) widths.resize(row.size(), 0);
+    for (std::size_t i = 0; i < row.size(); ++i) widths[i] = std::max(widths[i], width(row[i]));
+  }
+  for (std::size_t r = 0; r < rows.size(); ++r) {
+    std::string line;
+    for (std::size_t i = 0; i < rows[r].size(); ++i) {
+      line += rows[r][i];
+      if (i + 1 < rows[r].size()) line += std::string(widths[i] - width(rows[r][i]) + 2, ' ');
+    }
+    std::fprintf(out, "%s\n", line.c_str());
+    if (r == 0) {
+      std::size_t total = 0;
+      for (auto w : widths) total += w + 2;
+      std::string rule;
+      for (std::size_t i = 0; i + 2 < total; ++i) rule += "─";
+      std::fprintf(out, "%s\n", rule.c_str());
+    }
+  }
+}
+
+}  // namespace stratagem::cli

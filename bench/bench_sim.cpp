@@ -1,0 +1,83 @@
+// Whole-step simulation, the memory model and search: the speed targets
+// (GPT-3 175B on 1,024 A100 in < 1 s, an 8-GPU step in < 5 ms, search ≥ 1,000 configurations
+// of an 8-GPU cluster in < 5 s) are measured here, not asserted in tests.
+#include <benchmark/benchmark.h>
+
+#include "bench/bench_scenarios.hpp"
+#include "engine/memory/memory.hpp"
+#include "engine/plan/builder.hpp"
+#include "engine/spec/scenario.hpp"
+#include "sim/search.hpp"
+#include "sim/simulator.hpp"
+
+namespace {
+
+using namespace stratagem;
+
+void BM_SimulateStep(benchmark::State& state) {
+  const auto scenario = bench::gpt3_on(static_cast<int>(state.range(0)));
+  const auto plan = plan::build_plan(scenario);
+  const auto models = sim::make_cost_models(scenario);
+  sim::Simulator simulator;
+  std::uint64_t events = 0;
+  double step = 0;
+  for (auto _ : state) {
+    auto r = simulator.run(plan, models);
+    events = r.events;
+    step = r.metrics.step_time_s;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["events"] = static_cast<double>(events);
+  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events) * state.iterations(),
+                                                      benchmark::Counter::kIsRate);
+  state.counters["sim_step_time_s"] = step;
+}
+BENCHMARK(BM_SimulateStep)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->ArgName("gpus")
+    ->Unit(benchmark::kMillisecond);
+
+// Plan building + simulation, what `stratagem sim` does per scenario.
+void BM_BuildAndSimulate(benchmark::State& state) {
+  const auto scenario = bench::gpt3_on(static_cast<int>(state.range(0)));
+  sim::Simulator simulator;
+  for (auto _ : state) {
+    auto r = simulator.run(plan::build_plan(scenario), sim::make_cost_models(scenario));
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_BuildAndSimulate)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMillisecond);
+
+void BM_DefaultScenario(benchmark::State& state) {
+  const auto scenario = spec::load_scenario("default");
+  sim::Simulator simulator;
+  for (auto _ : state) {
+    auto r = simulator.run(plan::build_plan(scenario), sim::make_cost_models(scenario));
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_DefaultScenario)->Unit(benchmark::kMillisecond);
+
+void BM_MemoryModel(benchmark::State& state) {
+  const auto scenario = bench::gpt3_on(static_cast<int>(state.range(0)));
+  for (auto _ : state) benchmark::DoNotOptimize(memory::estimate_memory(scenario));
+}
+BENCHMARK(BM_MemoryModel)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMicrosecond);
+
+void BM_Search8Gpus(benchmark::State& state) {
+  nlohmann::json j = {{"model", "llama2-7b"},
+                      {"cluster", "dgx-a100-80gb"},
+                      {"strategy", {{"dp", 8}}},
+                      {"training", {{"seq_len", 2048}, {"global_batch", 256}}}};
+  const auto base = spec::parse_scenario(j);
+  int configs = 0;
+  for (auto _ : state) {
+    auto r = sim::search(base, {});
+    configs = r.enumerated;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["configurations"] = configs;
+  state.counters["configs_per_s"] =
+      benchmark::Counter(static_cast<double>(configs) * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Search8Gpus)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+}  // namespace

@@ -1,0 +1,50 @@
+#pragma once
+// Strategy search: enumerate dp×pp, schedule, micro-batch size and count, sharding,
+// precision and recomputation for a model on a cluster; drop what does not fit (analytic
+// memory model first, then the simulated peak), simulate the rest and rank by throughput.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "engine/spec/scenario.hpp"
+
+namespace stratagem::sim {
+
+struct SearchOptions {
+  std::vector<spec::Precision> precisions = {spec::Precision::bf16, spec::Precision::fp16,
+                                             spec::Precision::no};
+  std::vector<spec::Recompute> recomputes = {spec::Recompute::none, spec::Recompute::selective,
+                                             spec::Recompute::full};
+  int max_micro_batch_size = 64;
+  int max_pp = 64;
+};
+
+struct Candidate {
+  spec::Scenario scenario;
+  std::string label;  ///< "dp 4 × pp 2, 1f1b, mbs 2 × 16, zero1, bf16, recompute none"
+  double step_time_s = 0;
+  double tokens_per_s = 0;
+  double mfu = 0;
+  double bubble_fraction = 0;
+  double exposed_comm_s = 0;
+  double peak_memory_bytes = 0;  ///< largest over ranks (simulated)
+};
+
+struct SearchResult {
+  int enumerated = 0;        ///< configurations generated
+  int invalid = 0;           ///< rejected by validation (e.g. ZeRO-2 with pp > 1)
+  int memory_rejected = 0;   ///< did not fit the GPU (analytic or simulated peak)
+  int simulated = 0;
+  std::vector<Candidate> ranked;  ///< fitting configurations, best throughput first
+  std::vector<int> pareto;        ///< indices into `ranked`: throughput vs peak memory front
+};
+
+/// One line describing a scenario's strategy (used as the label).
+std::string strategy_label(const spec::Scenario& s);
+
+/// Searches strategies for `base`'s model, cluster and training (its strategy is ignored).
+/// `progress(done, total)` is called as configurations are evaluated.
+SearchResult search(const spec::Scenario& base, const SearchOptions& options,
+                    const std::function<void(int, int)>& progress = {});
+
+}  // namespace stratagem::sim
