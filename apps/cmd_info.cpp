@@ -1,14 +1,227 @@
-// `stratagem info <scenario> [--json]`: the model's derived sizes.
+// `stratagem info <scenario> [--json]`: what the scenario's model is and costs — its shape,
+// parameters (total, per block, embedding, head), training FLOPs per token and activation
+// bytes per layer per micro-batch, each with the formula it comes from (engine/spec/model.hpp).
 #include <cstdio>
 #include <iostream>
+#include <memory>
+#include <string>
 
 #include "apps/command.hpp"
 #include "engine/spec/scenario.hpp"
+#include "engine/spec/units.hpp"
 
 namespace stratagem::cli {
 namespace {
 
-Registration reg{{"info", "Show a scenario's model: parameters, FLOPs per token, activations", 20,
+using spec::ModelSpec;
+
+// 1,557,611,200: exact counts stay readable.
+std::string grouped(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.0f", x);
+  std::string digits = buf, out;
+  const std::size_t first = digits[0] == '-' ? 1 : 0;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > first && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string sci(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+std::string bytes_text(double bytes) {
+  char buf[48];
+  if (bytes >= units::kGiB) {
+    std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / units::kGiB);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f MiB", bytes / units::kMiB);
+  }
+  return buf;
+}
+
+struct Figures {
+  double total = 0, block = 0, embedding = 0, head = 0, matmul = 0;
+  spec::BlockParamsBreakdown parts;
+  double flops = 0, flops_blocks = 0, flops_attention = 0, flops_recompute = 0;
+  double element_bytes = 2, act_layer = 0, act_head = 0;
+};
+
+Figures compute(const spec::Scenario& s) {
+  const ModelSpec& m = s.model;
+  const auto seq = s.training.seq_len;
+  const auto mbs = s.strategy.micro_batch_size;
+  Figures f;
+  f.total = spec::total_params(m);
+  f.block = spec::block_params(m);
+  f.parts = spec::block_params_breakdown(m);
+  f.embedding = spec::embedding_params(m);
+  f.head = spec::head_params(m);
+  f.matmul = spec::matmul_params(m);
+  f.flops = spec::training_flops_per_token(m, seq);
+  f.flops_attention = 12.0 * m.layers * static_cast<double>(m.hidden) * seq;
+  // Recomputation repeats forward work in backward: a whole block's forward (full), or only
+  // the attention core Q·Kᵀ and scores·V, 4·h·s per layer per token (selective).
+  if (s.strategy.recompute == spec::Recompute::full) {
+    f.flops_recompute = m.layers * spec::block_forward_flops_per_token(m, seq);
+  } else if (s.strategy.recompute == spec::Recompute::selective) {
+    f.flops_recompute = 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
+  }
+  f.element_bytes = spec::compute_param_bytes(s.strategy.precision);
+  f.act_layer =
+      spec::activation_bytes_per_layer(m, seq, mbs, s.strategy.recompute, f.element_bytes);
+  f.act_head = spec::head_activation_bytes(m, seq, mbs, f.element_bytes);
+  return f;
+}
+
+const char* activation_formula(spec::Recompute r) {
+  switch (r) {
+    case spec::Recompute::full:
+      return "2·s·b·h (full recomputation: the layer input only)";
+    case spec::Recompute::selective:
+      return "34·s·b·h (selective recomputation)";
+    case spec::Recompute::none:
+      break;
+  }
+  return "s·b·h·(34 + 5·a·s/h) (no recomputation)";
+}
+
+nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
+  const auto& m = s.model;
+  return {{"name", s.name},
+          {"model", spec::to_json(m)},
+          {"params", f.total},
+          {"params_breakdown",
+           {{"embedding", f.embedding},
+            {"per_block", f.block},
+            {"per_block_attention", f.parts.attention},
+            {"per_block_mlp", f.parts.mlp},
+            {"per_block_norms", f.parts.norms},
+            {"blocks", f.block * m.layers},
+            {"head", f.head},
+            {"matmul", f.matmul}}},
+          {"seq_len", s.training.seq_len},
+          {"micro_batch_size", s.strategy.micro_batch_size},
+          {"flops_per_token", f.flops},
+          {"flops_formula", "6·N_matmul + 12·l·h·s"},
+          {"recompute_flops_per_token", f.flops_recompute},
+          {"flops_per_step", (f.flops + f.flops_recompute) * s.tokens_per_step()},
+          {"recompute", spec::to_string(s.strategy.recompute)},
+          {"activation_element_bytes", f.element_bytes},
+          {"activation_bytes_per_layer", f.act_layer},
+          {"activation_formula", activation_formula(s.strategy.recompute)},
+          {"head_activation_bytes", f.act_head}};
+}
+
+void print_report(const spec::Scenario& s, const Figures& f) {
+  const auto& m = s.model;
+  const auto& st = s.strategy;
+  const double l = static_cast<double>(m.layers);
+  std::printf("Scenario %s\n", s.name.c_str());
+  std::printf("  cluster %s: %d node(s) x %d %s; dp %d x pp %d, sharding %s, precision %s\n",
+              s.cluster.name.c_str(), s.cluster.nodes, s.cluster.gpus_per_node,
+              s.cluster.gpu.name.c_str(), st.dp, st.pp, spec::to_string(st.sharding),
+              spec::to_string(st.precision));
+  std::printf(
+      "  batch: micro-batch %d x %d accumulation x dp %d = global %lld sequences of %lld "
+      "tokens\n\n",
+      st.micro_batch_size, st.grad_accum, st.dp, static_cast<long long>(s.training.global_batch),
+      static_cast<long long>(s.training.seq_len));
+
+  std::printf("Model %s (%s)\n", m.name.c_str(),
+              m.kind == spec::ModelKind::encoder ? "encoder" : "decoder");
+  std::printf(
+      "  l = %lld layers, h = %lld hidden, a = %lld heads (head dim %lld, %lld KV heads), "
+      "f = %lld ffn (%s), V = %lld vocab\n",
+      static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
+      static_cast<long long>(m.heads), static_cast<long long>(m.hidden / m.heads),
+      static_cast<long long>(m.kv_heads), static_cast<long long>(m.ffn_hidden),
+      m.mlp == spec::MlpKind::swiglu ? "SwiGLU" : "GELU", static_cast<long long>(m.vocab));
+  if (m.params_given > 0) {
+    std::printf(
+        "  quick form: %s parameters given; hidden and heads estimated (h = sqrt(P/12l))\n\n",
+        grouped(m.params_given).c_str());
+  } else {
+    std::printf(
+        "  %s, %s positions%s, %s, %s embeddings%s\n\n",
+        m.norm == spec::NormKind::rmsnorm ? "RMSNorm" : "LayerNorm",
+        m.positions == spec::PositionKind::rotary ? "rotary" : "learned",
+        m.positions == spec::PositionKind::learned
+            ? (" (" + std::to_string(m.max_positions) + ")").c_str()
+            : "",
+        m.bias ? "biases" : "no biases", m.tied_embeddings ? "tied" : "untied",
+        m.type_vocab > 0 ? (", " + std::to_string(m.type_vocab) + " token types").c_str() : "");
+  }
+
+  std::printf("Parameters\n");
+  std::printf("  total       %16s  (%s)\n", grouped(f.total).c_str(), sci(f.total).c_str());
+  std::printf("  per block   %16s  x %lld layers = %s (%.1f%%)\n", grouped(f.block).c_str(),
+              static_cast<long long>(m.layers), grouped(f.block * l).c_str(),
+              f.total > 0 ? 100.0 * f.block * l / f.total : 0.0);
+  if (m.params_given > 0) {
+    std::printf("  (quick form: the parts, embedding and head included, are not known)\n\n");
+  } else {
+    std::printf("    attention %16s  q, o: 2h²; k, v: 2·h·h_kv%s\n",
+                grouped(f.parts.attention).c_str(), m.bias ? "; biases" : "");
+    std::printf("    mlp       %16s  %s%s\n", grouped(f.parts.mlp).c_str(),
+                m.mlp == spec::MlpKind::swiglu ? "3·h·f" : "2·h·f", m.bias ? " + biases" : "");
+    std::printf("    norms     %16s  2 per block\n", grouped(f.parts.norms).c_str());
+    std::printf("  embedding   %16s  V·h%s%s%s\n", grouped(f.embedding).c_str(),
+                m.positions == spec::PositionKind::learned ? " + positions·h" : "",
+                m.type_vocab > 0 ? " + types·h" : "",
+                m.kind == spec::ModelKind::encoder ? " + norm" : "");
+    std::string head_parts = m.kind == spec::ModelKind::decoder ? "final norm" : "";
+    if (!m.tied_embeddings) {
+      head_parts += std::string(head_parts.empty() ? "" : " + ") + "LM head V·h";
+    }
+    if (m.pooler) head_parts += std::string(head_parts.empty() ? "" : " + ") + "pooler h²+h";
+    if (m.tied_embeddings) head_parts += "; output layer tied to the token embedding";
+    std::printf("  head        %16s  %s\n\n", grouped(f.head).c_str(), head_parts.c_str());
+  }
+
+  std::printf("FLOPs per token (training = forward + backward, s = %lld)\n",
+              static_cast<long long>(s.training.seq_len));
+  std::printf("  6·N_matmul + 12·l·h·s = 6 x %s + 12 x %lld x %lld x %lld\n",
+              grouped(f.matmul).c_str(), static_cast<long long>(m.layers),
+              static_cast<long long>(m.hidden), static_cast<long long>(s.training.seq_len));
+  std::printf("    = %s + %s = %s FLOP per token\n", sci(6.0 * f.matmul).c_str(),
+              sci(f.flops_attention).c_str(), sci(f.flops).c_str());
+  std::printf(
+      "  N_matmul = blocks' weight matrices + LM head V·h = %s (Korthikanti et al. 2022, "
+      "eq. 7 / (B·s))\n",
+      grouped(f.matmul).c_str());
+  if (f.flops_recompute > 0) {
+    std::printf("  %s recomputation adds %s per token (%s): %s with recomputation\n",
+                spec::to_string(st.recompute), sci(f.flops_recompute).c_str(),
+                st.recompute == spec::Recompute::full ? "one forward of the blocks"
+                                                      : "4·l·h·s, the attention core",
+                sci(f.flops + f.flops_recompute).c_str());
+  }
+  std::printf("  per step: x %s tokens = %s FLOP\n\n", grouped(s.tokens_per_step()).c_str(),
+              sci((f.flops + f.flops_recompute) * s.tokens_per_step()).c_str());
+
+  std::printf(
+      "Activations per layer per micro-batch (s = %lld, b = %d, h = %lld, a = %lld, %g-byte "
+      "elements, recompute %s)\n",
+      static_cast<long long>(s.training.seq_len), st.micro_batch_size,
+      static_cast<long long>(m.hidden), static_cast<long long>(m.heads), f.element_bytes,
+      spec::to_string(st.recompute));
+  std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g)\n",
+              activation_formula(st.recompute), f.element_bytes);
+  std::printf("    = %s bytes = %s (Korthikanti et al. 2022, table 2)\n",
+              grouped(f.act_layer).c_str(), bytes_text(f.act_layer).c_str());
+  std::printf("  x %lld layers = %s per micro-batch in flight\n", static_cast<long long>(m.layers),
+              bytes_text(f.act_layer * l).c_str());
+  std::printf("  head: s·b·(h·%g + 4·V) = %s (final norm input + fp32 logits)\n", f.element_bytes,
+              bytes_text(f.act_head).c_str());
+}
+
+Registration reg{{"info",
+                  "Show a scenario's model: shape, parameters, FLOPs per token, activations", 20,
                   [](CLI::App& sub) {
                     auto file = std::make_shared<std::string>();
                     auto json = std::make_shared<bool>(false);
@@ -16,23 +229,11 @@ Registration reg{{"info", "Show a scenario's model: parameters, FLOPs per token,
                     sub.add_flag("--json", *json, "Print JSON");
                     return std::function<int()>([file, json] {
                       const auto s = spec::load_scenario(*file);
-                      const auto& m = s.model;
-                      const double params = spec::total_params(m);
-                      const double flops = spec::training_flops_per_token(m, s.training.seq_len);
-                      const double elem = s.strategy.precision == spec::Precision::no ? 4 : 2;
-                      const double act = spec::activation_bytes_per_layer(
-                          m, s.training.seq_len, s.strategy.micro_batch_size,
-                          s.strategy.recompute, elem);
+                      const Figures f = compute(s);
                       if (*json) {
-                        nlohmann::json j = {{"name", s.name},
-                                            {"model", spec::to_json(m)},
-                                            {"params", params},
-                                            {"flops_per_token", flops},
-                                            {"activation_bytes_per_layer", act}};
-                        std::cout << j.dump(2) << "\n";
+                        std::cout << to_json(s, f).dump(2) << "\n";
                       } else {
-                        std::printf("%s\nparams: %.4g\nflops/token: %.4g\nact/layer: %.4g\n",
-                                    s.name.c_str(), params, flops, act);
+                        print_report(s, f);
                       }
                       return 0;
                     });

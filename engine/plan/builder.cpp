@@ -283,14 +283,17 @@ class Builder {
                               : u == last ? kHeadForwardKernels
                                           : kBlockForwardKernels;
       switch (phase) {
+        // Memory-bound traffic: the forward's norms, softmax, activations and residual adds
+        // write about the tensors a block saves for backward (full_act_bytes) once; backward
+        // reads them and writes their gradients, about twice that.
         case Phase::forward:
           c.flops += unit.fwd_flops;
-          c.bytes += pc * unit.params + unit.full_act_bytes;
+          c.bytes += unit.full_act_bytes;
           c.kernels += fwd_kernels;
           break;
         case Phase::backward:
           c.flops += 2.0 * unit.fwd_flops;
-          c.bytes += 2.0 * pc * unit.params + 2.0 * unit.full_act_bytes;
+          c.bytes += 2.0 * unit.full_act_bytes;
           c.kernels += 2 * fwd_kernels;
           break;
         case Phase::recompute:

@@ -72,7 +72,7 @@ struct Compute {
   int unit_begin = 0;       ///< units [unit_begin, unit_end): 0 embedding, 1..L blocks, L+1 head
   int unit_end = 0;
   double flops = 0;
-  double bytes = 0;         ///< HBM bytes read + written (roofline's memory side)
+  double bytes = 0;         ///< HBM bytes of its memory-bound (non-GEMM) kernels
   double gemm_dim = 0;      ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
   int kernels = 1;          ///< kernel launches (launch overhead)
   spec::DType dtype = spec::DType::fp32;

@@ -1,6 +1,15 @@
 #pragma once
 // Turns what users already have into a scenario: an accelerate config (YAML) or a DeepSpeed
 // config (JSON). The model and cluster come from flags, since neither file names them.
+//
+// Flags win over the file (as `accelerate launch` flags win over its config file), and fill in
+// what the file leaves out or sets to "auto". The cluster, when not given, is picked by the
+// process count: CPU runs (`use_cpu: true`, `MULTI_CPU`) get `laptop-cpu`; GPU runs get
+// `dgx-a100-80gb` with nodes = num_machines and gpus_per_node = num_processes / num_machines
+// (at most 8, a DGX's GPUs; more per machine needs --cluster). With --cluster, that preset's
+// nodes and gpus_per_node are overridden the same way; a DeepSpeed config with no process count
+// and no train_batch_size to derive it from uses all GPUs of the chosen cluster.
+#include <cstdint>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -8,14 +17,20 @@
 namespace stratagem::spec {
 
 struct ImportOptions {
-  std::string model = "llama2-7b";   ///< model preset
-  std::string cluster;               ///< cluster preset; "" picks by GPU count
-  std::string gpu;                   ///< GPU preset override ("" keeps the cluster's)
-  std::int64_t seq_len = 2048;
-  int micro_batch_size = 0;          ///< 0: from the file, else 1
+  std::string model = "llama2-7b";  ///< model preset
+  std::string cluster;              ///< cluster preset; "" picks by process count (see above)
+  std::string gpu;                  ///< GPU preset override ("" keeps the cluster's)
+  std::int64_t seq_len = 0;         ///< 0: 2048, or the model's learned positions if fewer
+  int micro_batch_size = 0;         ///< 0: from the file, else 1
+  int grad_accum = 0;               ///< 0: from the file, else derived or 1
+  int num_processes = 0;            ///< 0: from the file (accelerate) or derived (DeepSpeed)
+  int num_machines = 0;             ///< 0: from the file, else 1
+  std::string mixed_precision;      ///< "" keeps the file's; else no, fp16 or bf16
 };
 
 /// accelerate's config.yaml → scenario JSON (validated by parse_scenario before returning).
+/// Malformed YAML throws SpecError "<file>:<line>:<col>"; unknown values name the key path
+/// and list the valid ones.
 nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options);
 /// DeepSpeed's ds_config.json → scenario JSON (validated).
 nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options);

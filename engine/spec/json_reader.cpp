@@ -1,5 +1,6 @@
 #include "engine/spec/json_reader.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -22,16 +23,52 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// The first byte of the JSON token whose last byte is at `end`: a string back to its opening
+// quote, a number or literal back over its characters, punctuation is one byte.
+std::size_t token_start(const std::string& text, std::size_t end) {
+  if (end >= text.size()) return end;
+  auto word = [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '+' || c == '-';
+  };
+  if (text[end] == '"') {
+    for (std::size_t i = end; i-- > 0;) {
+      if (text[i] == '\n') break;  // strings do not span lines
+      if (text[i] == '"') {
+        std::size_t backslashes = 0;
+        while (i > backslashes && text[i - 1 - backslashes] == '\\') ++backslashes;
+        if (backslashes % 2 == 0) return i;
+      }
+    }
+    return end;
+  }
+  std::size_t i = end;
+  while (i > 0 && word(text[i]) && word(text[i - 1])) --i;
+  return i;
+}
+
 }  // namespace
 
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
-    // Translate the byte offset into line:column, counting from 1.
-    std::size_t line = 1, column = 1;
+    // nlohmann's message is "[json.exception.parse_error.101] parse error at line L, column C:
+    // reason"; the reason itself may hold ": " ("last read: '...'").
+    const std::string what = e.what();
+    const auto at = what.find(": ", what.find("column"));
+    const std::string reason = at == std::string::npos ? what : what.substr(at + 2);
+    // Translate the byte offset into line:column, counting from 1. nlohmann reports the last
+    // byte it read, the end of the offending token; point at the token's start instead, where
+    // the reader has to look (the string that stands where ':' should be, say).
     const std::size_t end = std::min<std::size_t>(e.byte == 0 ? 0 : e.byte - 1, text.size());
-    for (std::size_t i = 0; i < end; ++i) {
+    std::size_t start = token_start(text, end);
+    // A misspelt literal ("tru}") is reported at the byte that broke it: back up over its
+    // letters.
+    if (reason.find("invalid literal") != std::string::npos) {
+      while (start > 0 && std::isalpha(static_cast<unsigned char>(text[start - 1]))) --start;
+    }
+    std::size_t line = 1, column = 1;
+    for (std::size_t i = 0; i < start; ++i) {
       if (text[i] == '\n') {
         ++line;
         column = 1;
@@ -39,10 +76,6 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
         ++column;
       }
     }
-    std::string what = e.what();
-    // nlohmann's message is "[json.exception.parse_error.101] parse error at line ..: reason".
-    const auto colon = what.rfind(": ");
-    const std::string reason = colon == std::string::npos ? what : what.substr(colon + 2);
     throw SpecError(source + ":" + std::to_string(line) + ":" + std::to_string(column),
                     "invalid JSON: " + reason);
   }

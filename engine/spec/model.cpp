@@ -39,9 +39,17 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
     m.params_given = r.number("params", 1e3, 1e15);
     m.layers = r.integer("layers", 1, 100000);
     const double h_estimate = std::sqrt(m.params_given / (12.0 * m.layers));
-    m.hidden = r.integer_or("hidden", std::max<std::int64_t>(64, std::llround(h_estimate / 64) * 64),
-                            1, kBig);
-    m.heads = r.integer_or("heads", std::max<std::int64_t>(1, m.hidden / 128), 1, kBig);
+    m.hidden = r.integer_or(
+        "hidden", std::max<std::int64_t>(64, std::llround(h_estimate / 64) * 64), 1, kBig);
+    // Heads of 128 (GPT-3's and Llama's head size) where they divide hidden, else of 64, so
+    // the head dimension is whole.
+    const std::int64_t head_dim = m.hidden % 128 == 0 ? 128 : m.hidden % 64 == 0 ? 64 : m.hidden;
+    m.heads = r.integer_or("heads", m.hidden / head_dim, 1, m.hidden);
+    if (m.hidden % m.heads != 0) {
+      throw SpecError(r.child_path("heads"), "hidden (" + std::to_string(m.hidden) +
+                                                 ") must be divisible by heads (" +
+                                                 std::to_string(m.heads) + ")");
+    }
     m.kv_heads = m.heads;
     m.ffn_hidden = 4 * m.hidden;
     m.vocab = r.integer_or("vocab", 0, 0, kBig);
@@ -87,15 +95,27 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
   return m;
 }
 
+BlockParamsBreakdown block_params_breakdown(const ModelSpec& m) {
+  BlockParamsBreakdown b;
+  if (m.params_given > 0) {  // quick form: the size is given, not its parts
+    b.mlp = m.params_given / static_cast<double>(m.layers);
+    return b;
+  }
+  const double h = m.hidden, f = m.ffn_hidden;
+  b.attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
+  b.mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+  if (m.bias) {
+    b.attention += 2.0 * h + 2.0 * kv_dim(m);               // q, k, v, o
+    b.mlp += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;  // MLP in, out
+  }
+  b.norms = 2.0 * norm_params(m);  // two norms per block
+  return b;
+}
+
 double block_params(const ModelSpec& m) {
   if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
-  const double h = m.hidden, f = m.ffn_hidden;
-  double biases = 0;
-  if (m.bias) {
-    biases = 2.0 * h + 2.0 * kv_dim(m);                            // q, k, v, o
-    biases += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;        // MLP in, out
-  }
-  return block_matmul_params(m) + biases + 2.0 * norm_params(m);  // two norms per block
+  const BlockParamsBreakdown b = block_params_breakdown(m);
+  return b.attention + b.mlp + b.norms;
 }
 
 double embedding_params(const ModelSpec& m) {

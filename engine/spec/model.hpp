@@ -43,6 +43,14 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
 
 /// Parameters of one transformer block (attention + MLP + norms).
 double block_params(const ModelSpec& m);
+/// block_params split by part; the three add up to block_params (quick-form models, whose
+/// parts are unknown, put the whole block under `mlp`).
+struct BlockParamsBreakdown {
+  double attention = 0;  ///< q, k, v, o matrices (+ biases)
+  double mlp = 0;        ///< two matrices (three with SwiGLU) (+ biases)
+  double norms = 0;      ///< the block's two norms
+};
+BlockParamsBreakdown block_params_breakdown(const ModelSpec& m);
 /// Parameters of the input unit: token (+ position, + type) embeddings (+ BERT's LN).
 double embedding_params(const ModelSpec& m);
 /// Parameters of the output unit: final norm, LM head when untied, BERT pooler.

@@ -1,0 +1,146 @@
+// `stratagem presets [models|gpus|clusters] [NAME] [--json]`: the model, GPU and cluster
+// presets (scenarios/presets/*.json) with their key figures; with a NAME, one preset in full
+// (description and source included).
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "apps/command.hpp"
+#include "engine/spec/cluster.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/model.hpp"
+#include "engine/spec/presets.hpp"
+#include "engine/spec/units.hpp"
+
+namespace stratagem::cli {
+namespace {
+
+using spec::PresetKind;
+
+struct Options {
+  std::string kind;
+  std::string name;
+  bool json = false;
+};
+
+// 124.4M, 6.738B: parameter counts as model cards quote them.
+std::string short_count(double x) {
+  char buf[32];
+  if (x >= 1e9) {
+    std::snprintf(buf, sizeof buf, "%.4gB", x / 1e9);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.4gM", x / 1e6);
+  }
+  return buf;
+}
+
+void print_models() {
+  std::printf("%-12s %-8s %6s %6s %5s %4s %6s %7s %-7s %-8s %15s %9s\n", "model", "kind", "layers",
+              "hidden", "heads", "kv", "ffn", "vocab", "mlp", "norm", "params", "approx");
+  for (const auto& name : spec::preset_names(PresetKind::model)) {
+    const auto m = spec::parse_model(spec::resolve_preset(PresetKind::model, name, name), name);
+    const double p = spec::total_params(m);
+    std::printf("%-12s %-8s %6lld %6lld %5lld %4lld %6lld %7lld %-7s %-8s %15.0f %9s\n",
+                name.c_str(), m.kind == spec::ModelKind::encoder ? "encoder" : "decoder",
+                static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
+                static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
+                static_cast<long long>(m.ffn_hidden), static_cast<long long>(m.vocab),
+                m.mlp == spec::MlpKind::swiglu ? "swiglu" : "gelu",
+                m.norm == spec::NormKind::rmsnorm ? "rmsnorm" : "layernorm", p,
+                short_count(p).c_str());
+  }
+}
+
+void print_gpus() {
+  std::printf("%-10s %8s %8s %8s %8s %8s %9s %12s %10s\n", "gpu", "mem GiB", "fp32", "tf32", "fp16",
+              "bf16", "HBM GB/s", "matmul eff", "launch us");
+  std::printf("%-10s %8s %35s %9s %12s\n", "", "", "(dense peak TFLOP/s)", "", "max/half_dim");
+  for (const auto& name : spec::preset_names(PresetKind::gpu)) {
+    const auto g = spec::parse_gpu(spec::resolve_preset(PresetKind::gpu, name, name), name);
+    const double t = units::kTera;
+    char eff[32];
+    std::snprintf(eff, sizeof eff, "%.2g/%g", g.matmul_efficiency.max,
+                  g.matmul_efficiency.half_dim);
+    std::printf("%-10s %8.4g %8.4g %8.4g %8.4g %8.4g %9.4g %12s %10.3g\n", name.c_str(),
+                g.memory_bytes / units::kGiB, g.peak_fp32 / t, g.peak_tf32 / t, g.peak_fp16 / t,
+                g.peak_bf16 / t, g.hbm_bandwidth / units::kGB, eff,
+                g.kernel_launch_s / units::kMicro);
+  }
+}
+
+void print_clusters() {
+  std::printf("%-24s %6s %-10s %18s %18s\n", "cluster", "GPUs", "gpu", "intra GB/s (us)",
+              "inter GB/s (us)");
+  for (const auto& name : spec::preset_names(PresetKind::cluster)) {
+    const auto c = spec::parse_cluster(spec::resolve_preset(PresetKind::cluster, name, name), name);
+    char gpus[32], intra[32], inter[32];
+    std::snprintf(gpus, sizeof gpus, "%dx%d", c.nodes, c.gpus_per_node);
+    std::snprintf(intra, sizeof intra, "%g (%g)", c.intra_node.bandwidth / units::kGB,
+                  c.intra_node.latency / units::kMicro);
+    const bool has_inter = spec::preset(PresetKind::cluster, name, name).contains("inter_node");
+    std::snprintf(inter, sizeof inter, "%g (%g)", c.inter_node.bandwidth / units::kGB,
+                  c.inter_node.latency / units::kMicro);
+    std::printf("%-24s %6s %-10s %18s %18s\n", name.c_str(), gpus, c.gpu.name.c_str(), intra,
+                has_inter ? inter : "-");
+  }
+}
+
+PresetKind parse_kind(const std::string& kind) {
+  if (kind == "models" || kind == "model") return PresetKind::model;
+  if (kind == "gpus" || kind == "gpu") return PresetKind::gpu;
+  if (kind == "clusters" || kind == "cluster") return PresetKind::cluster;
+  throw SpecError("presets", "unknown kind '" + kind + "'; valid: models, gpus, clusters");
+}
+
+int run(const Options& o) {
+  const PresetKind kinds[] = {PresetKind::model, PresetKind::gpu, PresetKind::cluster};
+  if (!o.name.empty()) {
+    const PresetKind kind = parse_kind(o.kind);
+    nlohmann::json j = spec::preset(kind, o.name, o.name);
+    if (kind == PresetKind::model) {
+      const auto m = spec::parse_model(spec::resolve_preset(kind, o.name, o.name), o.name);
+      j["total_params"] = spec::total_params(m);
+    }
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  if (o.json) {
+    nlohmann::json out = nlohmann::json::object();
+    const char* keys[] = {"models", "gpus", "clusters"};
+    for (int i = 0; i < 3; ++i) {
+      if (!o.kind.empty() && parse_kind(o.kind) != kinds[i]) continue;
+      for (const auto& name : spec::preset_names(kinds[i])) {
+        out[keys[i]][name] = spec::preset(kinds[i], name, name);
+      }
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  const bool all = o.kind.empty();
+  const PresetKind kind = all ? PresetKind::model : parse_kind(o.kind);
+  if (all || kind == PresetKind::model) print_models();
+  if (all) std::printf("\n");
+  if (all || kind == PresetKind::gpu) print_gpus();
+  if (all) std::printf("\n");
+  if (all || kind == PresetKind::cluster) print_clusters();
+  if (all) {
+    std::printf(
+        "\nOne in full: stratagem presets models gpt2. Use one in a scenario by name "
+        "(\"model\": \"llama2-7b\") or override keys ({\"preset\": \"dgx-a100-80gb\", "
+        "\"nodes\": 2}).\n");
+  }
+  return 0;
+}
+
+Registration reg{{"presets", "List the model, GPU and cluster presets with their key figures", 45,
+                  [](CLI::App& sub) {
+                    auto o = std::make_shared<Options>();
+                    sub.add_option("kind", o->kind, "models, gpus or clusters (default: all)");
+                    sub.add_option("name", o->name, "One preset to show in full");
+                    sub.add_flag("--json", o->json, "Print the presets as JSON");
+                    return std::function<int()>([o] { return run(*o); });
+                  }}};
+
+}  // namespace
+}  // namespace stratagem::cli

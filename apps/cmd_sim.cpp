@@ -1,0 +1,139 @@
+// `stratagem sim <scenario> [-o result.json] [--chrome-trace trace.json] [--csv spans.csv]
+// [--no-fold] [--json]`: builds the step plan, simulates it and prints the metrics.
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <map>
+
+#include "apps/command.hpp"
+#include "engine/plan/builder.hpp"
+#include "engine/result/export.hpp"
+#include "engine/result/result.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/scenario.hpp"
+#include "sim/simulator.hpp"
+
+namespace stratagem::cli {
+namespace {
+
+struct SimArgs {
+  std::string scenario, output, chrome_trace, csv, algorithm = "fastest";
+  bool no_fold = false, json = false;
+  double slowdown = 0;
+};
+
+struct StageMemory {
+  double peak_bytes = 0, capacity_bytes = 0;
+  bool oom = false;
+};
+
+std::map<int, StageMemory> memory_by_stage(const result::RunResult& r) {
+  std::map<int, StageMemory> stages;
+  for (const auto& rank : r.ranks) {
+    StageMemory& s = stages[rank.stage];
+    s.peak_bytes = std::max(s.peak_bytes, rank.peak_memory_bytes);
+    s.capacity_bytes = std::max(s.capacity_bytes, rank.capacity_bytes);
+    s.oom = s.oom || rank.oom;
+  }
+  return stages;
+}
+
+sim::Algorithm parse_algorithm(const std::string& name) {
+  for (auto a : {sim::Algorithm::ring, sim::Algorithm::tree, sim::Algorithm::fastest}) {
+    if (name == sim::to_string(a)) return a;
+  }
+  throw SpecError("--algorithm", "unknown \"" + name + "\" (ring, tree, fastest)");
+}
+
+int run_sim(const SimArgs& a) {
+  using Clock = std::chrono::steady_clock;
+  const auto scenario = spec::load_scenario(a.scenario);
+  sim::CostOptions cost_options;
+  cost_options.algorithm = parse_algorithm(a.algorithm);
+  if (a.slowdown < 0) throw SpecError("--comm-compute-slowdown", "must be >= 0");
+  cost_options.comm_compute_slowdown = a.slowdown;
+  const auto models = sim::make_cost_models(scenario, cost_options);
+
+  const auto t0 = Clock::now();
+  const plan::StepPlan plan = plan::build_plan(scenario, plan::BuildOptions{.fold = !a.no_fold});
+  const auto t1 = Clock::now();
+  sim::Simulator simulator;
+  const result::RunResult r = simulator.run(plan, models);
+  const auto t2 = Clock::now();
+  const double build_s = std::chrono::duration<double>(t1 - t0).count();
+  const double sim_s = std::chrono::duration<double>(t2 - t1).count();
+
+  if (!a.output.empty()) result::save_result(r, a.output);
+  if (!a.chrome_trace.empty()) result::write_chrome_trace(r, a.chrome_trace);
+  if (!a.csv.empty()) result::write_spans_csv(r, a.csv);
+
+  const auto& m = r.metrics;
+  const auto stages = memory_by_stage(r);
+  const int built = static_cast<int>(plan.built_ranks().size());
+  if (a.json) {
+    nlohmann::json j = result::to_json(r)["metrics"];
+    nlohmann::json mem = nlohmann::json::array();
+    for (const auto& [stage, s] : stages) {
+      mem.push_back({{"stage", stage},
+                     {"peak_memory_bytes", s.peak_bytes},
+                     {"capacity_bytes", s.capacity_bytes},
+                     {"oom", s.oom}});
+    }
+    j["memory_by_stage"] = std::move(mem);
+    j["ranks"] = r.ranks.size();
+    j["built_ranks"] = built;
+    j["events"] = r.events;
+    j["hardware"] = r.hardware;
+    j["build_wall_s"] = build_s;
+    j["sim_wall_s"] = sim_s;
+    std::cout << j.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("%s\n", scenario.name.c_str());
+  std::printf("  simulated        %zu ranks (%d built%s), %llu events in %.2f ms (plan %.2f ms)\n",
+              r.ranks.size(), built, plan.folded ? ", data-parallel replicas folded" : "",
+              static_cast<unsigned long long>(r.events), sim_s * 1e3, build_s * 1e3);
+  std::printf("  hardware         %s\n", r.hardware.c_str());
+  std::printf("  step time        %.4f s\n", m.step_time_s);
+  std::printf("  samples/s        %.2f\n", m.samples_per_s);
+  std::printf("  tokens/s         %.0f\n", m.tokens_per_s);
+  std::printf("  MFU              %.1f %% of %.1f TFLOP/s %s per GPU\n", 100.0 * m.mfu,
+              m.peak_flops.flops_per_s / units::kTera, spec::to_string(m.peak_flops.dtype));
+  std::printf("  bubble fraction  %.4f\n", m.bubble_fraction);
+  std::printf("  exposed comm     %.2f ms per rank\n", m.exposed_comm_s * 1e3);
+  std::printf("  comm per step   ");
+  for (int c = 0; c < result::kCommCategoryCount; ++c) {
+    if (m.comm_bytes[c] > 0) {
+      std::printf(" %s %.3g GB", result::to_string(static_cast<result::CommCategory>(c)),
+                  m.comm_bytes[c] / units::kGB);
+    }
+  }
+  std::printf(" (summed over ranks)\n");
+  std::printf("  peak memory per stage:\n");
+  for (const auto& [stage, s] : stages) {
+    std::printf("    stage %-3d %8.2f GiB of %.2f GiB%s\n", stage, s.peak_bytes / units::kGiB,
+                s.capacity_bytes / units::kGiB, s.oom ? "  OOM" : "");
+  }
+  return 0;
+}
+
+Registration reg{
+    {"sim", "Simulate one training step: time, throughput, MFU, bubble, memory", 40,
+     [](CLI::App& sub) {
+       auto a = std::make_shared<SimArgs>();
+       sub.add_option("scenario", a->scenario, "Scenario file or shipped name")->required();
+       sub.add_option("-o,--output", a->output, "Write the run result (JSON)");
+       sub.add_option("--chrome-trace", a->chrome_trace, "Write a Chrome trace / Perfetto JSON");
+       sub.add_option("--csv", a->csv, "Write the spans as CSV");
+       sub.add_flag("--no-fold", a->no_fold,
+                    "Simulate every data-parallel replica instead of one per stage");
+       sub.add_option("--algorithm", a->algorithm,
+                      "All-reduce algorithm: ring, tree or fastest (default)");
+       sub.add_option("--comm-compute-slowdown", a->slowdown,
+                      "Compute slow-down while communication runs (default 0)");
+       sub.add_flag("--json", a->json, "Print the summary as JSON");
+       return std::function<int()>([a] { return run_sim(*a); });
+     }}};
+
+}  // namespace
+}  // namespace stratagem::cli

@@ -1,0 +1,119 @@
+#include "engine/result/metrics.hpp"
+
+#include <algorithm>
+
+namespace stratagem::result {
+
+double union_length(std::vector<std::pair<double, double>> intervals) {
+  std::sort(intervals.begin(), intervals.end());
+  double total = 0, cur_begin = 0, cur_end = 0;
+  bool open = false;
+  for (const auto& [b, e] : intervals) {
+    if (open && b <= cur_end) {
+      cur_end = std::max(cur_end, e);
+      continue;
+    }
+    if (open) total += cur_end - cur_begin;
+    cur_begin = b;
+    cur_end = e;
+    open = true;
+  }
+  if (open) total += cur_end - cur_begin;
+  return total;
+}
+
+namespace {
+
+struct RankStats {
+  double model_busy_s = 0;
+  double model_end_s = 0;
+  double end_s = 0;
+  double exposed_comm_s = 0;
+  std::array<double, kCommCategoryCount> comm_bytes{};
+};
+
+// Time during which communication runs and no compute does: a sweep over span boundaries.
+double exposed_comm(const std::vector<Span>& spans) {
+  struct Edge {
+    double t;
+    int comm, compute;
+  };
+  std::vector<Edge> edges;
+  edges.reserve(spans.size() * 2);
+  for (const Span& s : spans) {
+    const bool compute = is_compute(s.kind);
+    edges.push_back({s.start_s, compute ? 0 : 1, compute ? 1 : 0});
+    edges.push_back({s.end_s, compute ? 0 : -1, compute ? -1 : 0});
+  }
+  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  double exposed = 0, prev = 0;
+  int comm = 0, compute = 0;
+  for (const Edge& e : edges) {
+    if (comm > 0 && compute == 0) exposed += e.t - prev;
+    comm += e.comm;
+    compute += e.compute;
+    prev = e.t;
+  }
+  return exposed;
+}
+
+RankStats rank_stats(const RankResult& r) {
+  RankStats st;
+  std::vector<std::pair<double, double>> model;
+  for (const Span& s : r.spans) {
+    st.end_s = std::max(st.end_s, s.end_s);
+    if (is_model_compute(s.kind)) {
+      model.emplace_back(s.start_s, s.end_s);
+      st.model_end_s = std::max(st.model_end_s, s.end_s);
+    } else if (is_collective(s.kind)) {
+      st.comm_bytes[static_cast<int>(s.purpose)] += s.bytes;
+    } else if (s.kind == SpanKind::send) {
+      st.comm_bytes[static_cast<int>(CommCategory::pipeline)] += s.bytes;
+    }
+  }
+  st.model_busy_s = union_length(std::move(model));
+  st.exposed_comm_s = exposed_comm(r.spans);
+  return st;
+}
+
+}  // namespace
+
+Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
+  static_assert(static_cast<int>(plan::CommPurpose::found_inf) ==
+                static_cast<int>(CommCategory::found_inf));
+  const int world = static_cast<int>(r.ranks.size());
+  std::vector<RankStats> stats(r.ranks.size());
+  for (int i = 0; i < world; ++i) {
+    if (r.ranks[i].same_as < 0) stats[i] = rank_stats(r.ranks[i]);
+  }
+  Metrics m;
+  m.model_flops_per_step = model_flops_per_step;
+  double model_end = 0, busy_sum = 0, exposed_sum = 0;
+  for (int i = 0; i < world; ++i) {
+    const int own = r.ranks[i].same_as >= 0 ? r.ranks[i].same_as : i;
+    const RankStats& st = stats[own];
+    m.step_time_s = std::max(m.step_time_s, st.end_s);
+    model_end = std::max(model_end, st.model_end_s);
+    busy_sum += st.model_busy_s;
+    exposed_sum += st.exposed_comm_s;
+    for (int c = 0; c < kCommCategoryCount; ++c) m.comm_bytes[c] += st.comm_bytes[c];
+  }
+  const auto& s = r.scenario;
+  m.peak_flops.dtype = spec::compute_dtype(s.strategy.precision);
+  m.peak_flops.flops_per_s = s.cluster.gpu.peak(m.peak_flops.dtype);
+  if (world > 0) {
+    m.exposed_comm_s = exposed_sum / world;
+    // Busy time never exceeds the span it lies in; clamp the rounding of long sums at 0.
+    if (model_end > 0) m.bubble_fraction = std::max(0.0, 1.0 - busy_sum / world / model_end);
+  }
+  if (m.step_time_s > 0) {
+    m.samples_per_s = static_cast<double>(s.training.global_batch) / m.step_time_s;
+    m.tokens_per_s = static_cast<double>(s.tokens_per_step()) / m.step_time_s;
+    if (world > 0 && m.peak_flops.flops_per_s > 0) {
+      m.mfu = model_flops_per_step / (m.step_time_s * world * m.peak_flops.flops_per_s);
+    }
+  }
+  return m;
+}
+
+}  // namespace stratagem::result

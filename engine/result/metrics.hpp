@@ -1,0 +1,15 @@
+#pragma once
+// Step metrics derived from a RunResult's spans and scenario, the same way for every
+// executor (definitions in docs/readme-parts/sim.md). Folded ranks count as copies of the
+// rank they are the same as, so a folded and an unfolded run of one plan agree.
+#include "engine/result/result.hpp"
+
+namespace stratagem::result {
+
+/// `model_flops_per_step` is the plan's (6·N·tokens + attention, no recomputation).
+Metrics compute_metrics(const RunResult& r, double model_flops_per_step);
+
+/// Length of the union of [start, end) intervals (sorted or not).
+double union_length(std::vector<std::pair<double, double>> intervals);
+
+}  // namespace stratagem::result

@@ -1,0 +1,44 @@
+#include "sim/compute_model.hpp"
+
+#include <algorithm>
+
+namespace stratagem::sim {
+
+namespace {
+constexpr int kSocketsPerNode = 2;              // DGX A100: 2 × AMD EPYC 7742
+constexpr double kMemoryChannelsPerSocket = 8;  // DDR4-3200
+constexpr double kTransfersPerS = 3200e6;       // DDR4-3200: 3200 MT/s
+constexpr double kBytesPerTransfer = 8;         // 64-bit channel
+constexpr double kCoresPerSocket = 64;
+constexpr double kCoreClockHz = 2.25 * units::kGiga;
+constexpr double kFp32FlopPerCycle = 32;  // 2 FMA pipes × 8 fp32 lanes × 2 FLOP
+}  // namespace
+
+HostSpec default_host(int gpus_per_node) {
+  const double share = 1.0 / std::max(gpus_per_node, 1);
+  HostSpec h;
+  h.memory_bandwidth =
+      kSocketsPerNode * kMemoryChannelsPerSocket * kTransfersPerS * kBytesPerTransfer * share;
+  h.peak_flops = kSocketsPerNode * kCoresPerSocket * kCoreClockHz * kFp32FlopPerCycle * share;
+  return h;
+}
+
+units::Seconds RooflineModel::duration(const plan::Compute& op) const {
+  if (op.on_host) {
+    const double compute_s = host_.peak_flops > 0 ? op.flops / host_.peak_flops : 0.0;
+    const double memory_s = host_.memory_bandwidth > 0 ? op.bytes / host_.memory_bandwidth : 0.0;
+    return std::max(compute_s, memory_s);
+  }
+  // A roofline per kernel class, summed: the op's GEMMs reach efficiency(d) of the peak for
+  // their smallest dimension d, and its memory-bound kernels (norms, softmax, activations,
+  // residual adds, optimizer updates) move `bytes` through HBM. The two kinds of kernel run
+  // one after the other on the stream, so their times add.
+  const double efficiency =
+      op.gemm_dim > 0 ? gpu_.matmul_efficiency.at(op.gemm_dim) : gpu_.matmul_efficiency.max;
+  const double peak = gpu_.peak(op.dtype) * efficiency;
+  const double compute_s = peak > 0 ? op.flops / peak : 0.0;
+  const double memory_s = gpu_.hbm_bandwidth > 0 ? op.bytes / gpu_.hbm_bandwidth : 0.0;
+  return compute_s + memory_s + op.kernels * gpu_.kernel_launch_s;
+}
+
+}  // namespace stratagem::sim

@@ -1,0 +1,43 @@
+#pragma once
+// How long a compute op takes. The default is a roofline per kind of kernel on the
+// scenario's GPU, summed because the kernels run one after another:
+//   time = flops / (peak(dtype) · efficiency(gemm_dim)) + bytes / hbm_bandwidth
+//          + kernels · kernel_launch_s
+// where `flops` are the op's GEMM FLOPs and `bytes` the traffic of its memory-bound kernels
+// and ops that run on the host (optimizer offload) use a roofline on the host's CPUs.
+#include "engine/plan/plan.hpp"
+#include "engine/spec/cluster.hpp"
+
+namespace stratagem::sim {
+
+class ComputeModel {
+ public:
+  virtual ~ComputeModel() = default;
+  /// Duration of the op on an otherwise idle device.
+  virtual units::Seconds duration(const plan::Compute& op) const = 0;
+};
+
+/// The CPU side of a rank, for ops with `on_host` (DeepSpeed's CPU Adam).
+struct HostSpec {
+  units::FlopsPerS peak_flops = 0;        ///< this rank's share of the node's CPUs
+  units::BytesPerS memory_bandwidth = 0;  ///< this rank's share of the node's DRAM bandwidth
+};
+
+/// A DGX A100 host split evenly over the node's GPUs. The node has two AMD EPYC 7742: per
+/// socket 8 channels of DDR4-3200 (8 · 3200 MT/s · 8 B = 204.8 GB/s) and 64 Zen 2 cores at
+/// 2.25 GHz base doing 32 fp32 FLOP per cycle (two 256-bit FMA pipes), 4.608 TFLOP/s.
+HostSpec default_host(int gpus_per_node);
+
+class RooflineModel final : public ComputeModel {
+ public:
+  RooflineModel(spec::GpuSpec gpu, HostSpec host) : gpu_(std::move(gpu)), host_(host) {}
+  units::Seconds duration(const plan::Compute& op) const override;
+  const spec::GpuSpec& gpu() const { return gpu_; }
+  const HostSpec& host() const { return host_; }
+
+ private:
+  spec::GpuSpec gpu_;
+  HostSpec host_;
+};
+
+}  // namespace stratagem::sim

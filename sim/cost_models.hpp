@@ -1,0 +1,29 @@
+#pragma once
+// The cost models a simulation runs with, chosen from the scenario: a roofline compute model
+// on its GPU and an α-β network on its cluster's links. Calibration (later) replaces them.
+#include <memory>
+#include <string>
+
+#include "engine/spec/scenario.hpp"
+#include "sim/compute_model.hpp"
+#include "sim/network_model.hpp"
+
+namespace stratagem::sim {
+
+struct CostModels {
+  std::shared_ptr<const ComputeModel> compute;
+  std::shared_ptr<const NetworkModel> network;
+  /// Compute on a rank runs 1 + this times slower while a collective or p2p transfer is in
+  /// flight on that rank (SM and memory contention of communication kernels). 0: no effect.
+  double comm_compute_slowdown = 0;
+  std::string profile;  ///< hardware profile name recorded in results
+};
+
+struct CostOptions {
+  Algorithm algorithm = Algorithm::fastest;
+  double comm_compute_slowdown = 0;
+};
+
+CostModels make_cost_models(const spec::Scenario& scenario, const CostOptions& options = {});
+
+}  // namespace stratagem::sim

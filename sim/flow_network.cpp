@@ -1,0 +1,83 @@
+#include "sim/flow_network.hpp"
+
+#include <algorithm>
+
+namespace stratagem::sim {
+
+void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) {
+  for (auto& l : link_flows_) l.clear();
+  link_flows_.resize(static_cast<std::size_t>(links));
+  free_.clear();
+  for (int i = static_cast<int>(flows_.size()) - 1; i >= 0; --i) {
+    flows_[i].active = false;
+    free_.push_back(i);
+  }
+  queue_ = queue;
+  event_kind_ = event_kind;
+  active_ = 0;
+}
+
+double FlowNetwork::share(const Flow& f) const {
+  std::size_t most = 1;
+  for (int l : f.links) most = std::max(most, link_flows_[l].size());
+  return 1.0 / static_cast<double>(most);
+}
+
+int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, int owner) {
+  int id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<int>(flows_.size());
+    flows_.emplace_back();
+  }
+  Flow& f = flows_[id];
+  f.links.assign(links.begin(), links.end());
+  for (int l : f.links) link_flows_[l].push_back(id);
+  f.remaining_s = work_s;
+  f.last_s = now_s;
+  f.owner = owner;
+  f.active = true;
+  f.rate = share(f);
+  ++f.version;
+  queue_->push(now_s + f.remaining_s / f.rate, event_kind_, id, f.version);
+  ++active_;
+  update_neighbours(now_s, f, id);
+  return id;
+}
+
+void FlowNetwork::finish(double now_s, int flow) {
+  Flow& f = flows_[flow];
+  for (int l : f.links) {
+    auto& on_link = link_flows_[l];
+    auto it = std::find(on_link.begin(), on_link.end(), flow);
+    if (it != on_link.end()) on_link.erase(it);  // keeps the others' order: determinism
+  }
+  f.active = false;
+  ++f.version;
+  --active_;
+  free_.push_back(flow);
+  update_neighbours(now_s, f, flow);
+}
+
+void FlowNetwork::update_neighbours(double now_s, const Flow& changed, int changed_id) {
+  ++stamp_;
+  for (int l : changed.links) {
+    for (int g_id : link_flows_[l]) {
+      if (g_id == changed_id) continue;
+      Flow& g = flows_[g_id];
+      if (g.stamp == stamp_) continue;
+      g.stamp = stamp_;
+      const double rate = share(g);
+      if (rate == g.rate) continue;
+      g.remaining_s = std::max(0.0, g.remaining_s - g.rate * (now_s - g.last_s));
+      g.last_s = now_s;
+      g.rate = rate;
+      ++g.version;
+      queue_->push(now_s + g.remaining_s / g.rate, event_kind_, g_id, g.version);
+    }
+  }
+}
+
+}  // namespace stratagem::sim

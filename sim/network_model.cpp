@@ -1,0 +1,158 @@
+#include "sim/network_model.hpp"
+
+#include "engine/spec/error.hpp"
+
+namespace stratagem::sim {
+
+const char* to_string(LinkKind k) {
+  return k == LinkKind::intra_node ? "intra_node" : "inter_node";
+}
+
+const char* to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::ring:
+      return "ring";
+    case Algorithm::tree:
+      return "tree";
+    case Algorithm::fastest:
+      return "fastest";
+  }
+  return "?";
+}
+
+units::Seconds CommPhases::total_s() const {
+  units::Seconds t = 0;
+  for (int i = 0; i < count; ++i) t += phase[i].latency_s + phase[i].transfer_s;
+  return t;
+}
+
+namespace {
+
+int ceil_log2(int n) {
+  int steps = 0;
+  for (int reach = 1; reach < n; reach *= 2) ++steps;
+  return steps;
+}
+
+units::Seconds beta(units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+  if (bytes <= 0) return 0;
+  if (link.bandwidth <= 0) {
+    throw SpecError(kind == LinkKind::intra_node ? "cluster.intra_node.bandwidth_GBps"
+                                                 : "cluster.inter_node.bandwidth_GBps",
+                    "must be > 0: the plan sends data over this link");
+  }
+  return bytes / link.bandwidth;
+}
+
+}  // namespace
+
+CommPhase ring_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+  if (n <= 1) return {kind, 0, 0};
+  const double steps = 2.0 * (n - 1);
+  return {kind, steps * link.latency, beta(steps / n * bytes, link, kind)};
+}
+
+CommPhase tree_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+  if (n <= 1) return {kind, 0, 0};
+  // Reduce up and broadcast down two complementary binary trees, each carrying half the
+  // data: every rank sends S in each direction of the pass, in 2·⌈log2 n⌉ latency steps.
+  return {kind, 2.0 * ceil_log2(n) * link.latency, beta(2.0 * bytes, link, kind)};
+}
+
+CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const spec::LinkSpec& link,
+                              LinkKind kind) {
+  if (n <= 1) return {kind, 0, 0};
+  const double steps = n - 1.0;
+  return {kind, steps * link.latency, beta(steps / n * bytes, link, kind)};
+}
+
+CommPhase ring_all_gather(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+  return ring_reduce_scatter(n, bytes, link, kind);
+}
+
+CommPhase ring_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+  if (n <= 1) return {kind, 0, 0};
+  return {kind, (n - 1.0) * link.latency, beta(bytes, link, kind)};
+}
+
+CommPhase tree_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+  if (n <= 1) return {kind, 0, 0};
+  return {kind, ceil_log2(n) * link.latency, beta(bytes, link, kind)};
+}
+
+const spec::LinkSpec& AlphaBetaNetwork::link(LinkKind kind) const {
+  return kind == LinkKind::intra_node ? intra_ : inter_;
+}
+
+CommPhase AlphaBetaNetwork::all_reduce(int n, units::Bytes bytes, LinkKind kind) const {
+  const CommPhase ring = ring_all_reduce(n, bytes, link(kind), kind);
+  if (algorithm_ == Algorithm::ring) return ring;
+  const CommPhase tree = tree_all_reduce(n, bytes, link(kind), kind);
+  if (algorithm_ == Algorithm::tree) return tree;
+  return tree.latency_s + tree.transfer_s < ring.latency_s + ring.transfer_s ? tree : ring;
+}
+
+CommPhase AlphaBetaNetwork::broadcast(int n, units::Bytes bytes, LinkKind kind) const {
+  const CommPhase ring = ring_broadcast(n, bytes, link(kind), kind);
+  if (algorithm_ == Algorithm::ring) return ring;
+  return tree_broadcast(n, bytes, link(kind), kind);  // never slower than the chain
+}
+
+CommPhases AlphaBetaNetwork::collective(plan::CollectiveKind kind, const GroupShape& g,
+                                        units::Bytes bytes) const {
+  CommPhases out;
+  if (g.size <= 1) return out;
+  auto add = [&](const CommPhase& p) {
+    if (p.latency_s > 0 || p.transfer_s > 0) out.add(p);
+  };
+  constexpr LinkKind intra = LinkKind::intra_node, inter = LinkKind::inter_node;
+  if (g.nodes <= 1) {
+    switch (kind) {
+      case plan::CollectiveKind::all_reduce:
+        add(all_reduce(g.size, bytes, intra));
+        break;
+      case plan::CollectiveKind::reduce_scatter:
+        add(ring_reduce_scatter(g.size, bytes, intra_, intra));
+        break;
+      case plan::CollectiveKind::all_gather:
+        add(ring_all_gather(g.size, bytes, intra_, intra));
+        break;
+      case plan::CollectiveKind::broadcast:
+        add(broadcast(g.size, bytes, intra));
+        break;
+    }
+    return out;
+  }
+  const int k = g.per_node, nodes = g.nodes;
+  const units::Bytes shard = bytes / k;
+  switch (kind) {
+    case plan::CollectiveKind::all_reduce:
+      add(ring_reduce_scatter(k, bytes, intra_, intra));
+      add(all_reduce(nodes, shard, inter));
+      add(ring_all_gather(k, bytes, intra_, intra));
+      break;
+    case plan::CollectiveKind::reduce_scatter:
+      add(ring_reduce_scatter(k, bytes, intra_, intra));
+      add(ring_reduce_scatter(nodes, shard, inter_, inter));
+      break;
+    case plan::CollectiveKind::all_gather:
+      add(ring_all_gather(nodes, shard, inter_, inter));
+      add(ring_all_gather(k, bytes, intra_, intra));
+      break;
+    case plan::CollectiveKind::broadcast:
+      add(broadcast(nodes, bytes, inter));
+      add(broadcast(k, bytes, intra));
+      break;
+  }
+  return out;
+}
+
+CommPhases AlphaBetaNetwork::p2p(bool same_node, units::Bytes bytes) const {
+  const LinkKind kind = same_node ? LinkKind::intra_node : LinkKind::inter_node;
+  const spec::LinkSpec& l = link(kind);
+  CommPhases out;
+  out.add({kind, l.latency, beta(bytes, l, kind)});
+  return out;
+}
+
+}  // namespace stratagem::sim

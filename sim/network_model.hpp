@@ -1,0 +1,88 @@
+#pragma once
+// How long communication takes: α-β per link (latency α, bandwidth B per GPU per
+// direction). A collective or p2p message becomes up to three phases run one after another;
+// each phase waits its latency, then moves its bytes over one link kind of every member,
+// sharing each link's bandwidth with the other flows on it (the simulator's FlowNetwork).
+//
+// Closed forms on one link, n ranks, S bytes (the full buffer on each rank):
+//   ring all-reduce      2(n−1)/n · S/B + 2(n−1)·α
+//   tree all-reduce      2·S/B + 2·⌈log2 n⌉·α    (NCCL's pipelined double binary tree)
+//   ring reduce-scatter  (n−1)/n · S/B + (n−1)·α      ring all-gather: the same
+//   broadcast            S/B + (n−1)·α (ring chain) or S/B + ⌈log2 n⌉·α (tree)
+//   p2p                  S/B + α
+// Groups spanning nodes go hierarchical: all-reduce = intra-node reduce-scatter, inter-node
+// all-reduce of the 1/k shard (k members per node), intra-node all-gather; reduce-scatter =
+// intra then inter reduce-scatter; all-gather = inter then intra all-gather; broadcast =
+// inter then intra. With one member per node only the inter-node part remains.
+#include <array>
+#include <cstdint>
+
+#include "engine/plan/plan.hpp"
+#include "engine/spec/cluster.hpp"
+
+namespace stratagem::sim {
+
+enum class LinkKind : std::uint8_t { intra_node, inter_node };
+const char* to_string(LinkKind k);
+
+struct CommPhase {
+  LinkKind link = LinkKind::intra_node;
+  units::Seconds latency_s = 0;   ///< α terms: not shared between flows
+  units::Seconds transfer_s = 0;  ///< β terms at the link's full bandwidth
+};
+
+struct CommPhases {
+  std::array<CommPhase, 3> phase{};
+  int count = 0;
+  void add(const CommPhase& p) { phase[count++] = p; }
+  units::Seconds total_s() const;
+};
+
+/// Where a group's members sit: `size` ranks on `nodes` nodes, at most `per_node` on one.
+struct GroupShape {
+  int size = 1;
+  int nodes = 1;
+  int per_node = 1;
+};
+
+enum class Algorithm : std::uint8_t {
+  ring,
+  tree,
+  fastest  ///< whichever of ring and tree is faster for the message, as NCCL's tuner picks
+};
+const char* to_string(Algorithm a);
+
+class NetworkModel {
+ public:
+  virtual ~NetworkModel() = default;
+  virtual CommPhases collective(plan::CollectiveKind kind, const GroupShape& group,
+                                units::Bytes bytes) const = 0;
+  virtual CommPhases p2p(bool same_node, units::Bytes bytes) const = 0;
+};
+
+// The single-link closed forms above.
+CommPhase ring_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+CommPhase tree_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+CommPhase ring_all_gather(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+CommPhase ring_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+CommPhase tree_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+
+class AlphaBetaNetwork final : public NetworkModel {
+ public:
+  AlphaBetaNetwork(spec::LinkSpec intra, spec::LinkSpec inter, Algorithm algorithm)
+      : intra_(intra), inter_(inter), algorithm_(algorithm) {}
+  CommPhases collective(plan::CollectiveKind kind, const GroupShape& group,
+                        units::Bytes bytes) const override;
+  CommPhases p2p(bool same_node, units::Bytes bytes) const override;
+
+ private:
+  CommPhase all_reduce(int n, units::Bytes bytes, LinkKind kind) const;
+  CommPhase broadcast(int n, units::Bytes bytes, LinkKind kind) const;
+  const spec::LinkSpec& link(LinkKind kind) const;
+
+  spec::LinkSpec intra_, inter_;
+  Algorithm algorithm_;
+};
+
+}  // namespace stratagem::sim

@@ -1,0 +1,108 @@
+// Exact closed forms of the α-β network model.
+#include <gtest/gtest.h>
+
+#include "sim/network_model.hpp"
+
+namespace stratagem::sim {
+namespace {
+
+constexpr double B = 100e9;    // 100 GB/s
+constexpr double A = 2e-6;     // 2 µs
+constexpr double S = 1 << 30;  // 1 GiB
+const spec::LinkSpec kLink{B, A};
+constexpr auto kIntra = LinkKind::intra_node;
+
+TEST(NetworkModel, RingAllReduce) {
+  for (int n : {2, 3, 8, 64}) {
+    const CommPhase p = ring_all_reduce(n, S, kLink, kIntra);
+    EXPECT_DOUBLE_EQ(p.transfer_s, 2.0 * (n - 1) / n * S / B) << n;
+    EXPECT_DOUBLE_EQ(p.latency_s, 2.0 * (n - 1) * A) << n;
+  }
+  const CommPhase one = ring_all_reduce(1, S, kLink, kIntra);
+  EXPECT_EQ(one.transfer_s + one.latency_s, 0.0);
+}
+
+TEST(NetworkModel, TreeAllReduce) {
+  EXPECT_DOUBLE_EQ(tree_all_reduce(8, S, kLink, kIntra).transfer_s, 2.0 * S / B);
+  EXPECT_DOUBLE_EQ(tree_all_reduce(8, S, kLink, kIntra).latency_s, 2.0 * 3 * A);
+  EXPECT_DOUBLE_EQ(tree_all_reduce(9, S, kLink, kIntra).latency_s, 2.0 * 4 * A);
+  EXPECT_DOUBLE_EQ(tree_all_reduce(1024, S, kLink, kIntra).latency_s, 2.0 * 10 * A);
+}
+
+TEST(NetworkModel, ReduceScatterAllGatherBroadcast) {
+  for (int n : {2, 4, 8}) {
+    const CommPhase rs = ring_reduce_scatter(n, S, kLink, kIntra);
+    const CommPhase ag = ring_all_gather(n, S, kLink, kIntra);
+    EXPECT_DOUBLE_EQ(rs.transfer_s, (n - 1.0) / n * S / B);
+    EXPECT_DOUBLE_EQ(rs.latency_s, (n - 1.0) * A);
+    EXPECT_DOUBLE_EQ(ag.transfer_s, rs.transfer_s);
+    EXPECT_DOUBLE_EQ(ag.latency_s, rs.latency_s);
+  }
+  EXPECT_DOUBLE_EQ(ring_broadcast(8, S, kLink, kIntra).latency_s, 7 * A);
+  EXPECT_DOUBLE_EQ(tree_broadcast(8, S, kLink, kIntra).latency_s, 3 * A);
+  EXPECT_DOUBLE_EQ(tree_broadcast(8, S, kLink, kIntra).transfer_s, S / B);
+}
+
+TEST(NetworkModel, FlatGroupUsesOnePhase) {
+  AlphaBetaNetwork net(kLink, {25e9, 5e-6}, Algorithm::ring);
+  const CommPhases p = net.collective(plan::CollectiveKind::all_reduce, {8, 1, 8}, S);
+  ASSERT_EQ(p.count, 1);
+  EXPECT_EQ(p.phase[0].link, LinkKind::intra_node);
+  EXPECT_DOUBLE_EQ(p.total_s(), 2.0 * 7 / 8 * S / B + 14 * A);
+  EXPECT_EQ(net.collective(plan::CollectiveKind::all_reduce, {1, 1, 1}, S).count, 0);
+}
+
+TEST(NetworkModel, HierarchicalAllReduceAcrossNodes) {
+  const spec::LinkSpec inter{25e9, 5e-6};
+  AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
+  // 32 ranks on 4 nodes, 8 per node.
+  const CommPhases p = net.collective(plan::CollectiveKind::all_reduce, {32, 4, 8}, S);
+  ASSERT_EQ(p.count, 3);
+  EXPECT_EQ(p.phase[0].link, LinkKind::intra_node);
+  EXPECT_EQ(p.phase[1].link, LinkKind::inter_node);
+  EXPECT_EQ(p.phase[2].link, LinkKind::intra_node);
+  EXPECT_DOUBLE_EQ(p.phase[0].transfer_s, 7.0 / 8 * S / B);
+  EXPECT_DOUBLE_EQ(p.phase[0].latency_s, 7 * A);
+  EXPECT_DOUBLE_EQ(p.phase[1].transfer_s, 2.0 * 3 / 4 * (S / 8) / inter.bandwidth);
+  EXPECT_DOUBLE_EQ(p.phase[1].latency_s, 2.0 * 3 * inter.latency);
+  EXPECT_DOUBLE_EQ(p.phase[2].transfer_s, p.phase[0].transfer_s);
+  // One member per node: only the inter-node ring remains.
+  const CommPhases q = net.collective(plan::CollectiveKind::all_reduce, {4, 4, 1}, S);
+  ASSERT_EQ(q.count, 1);
+  EXPECT_DOUBLE_EQ(q.total_s(), 2.0 * 3 / 4 * S / inter.bandwidth + 6 * inter.latency);
+}
+
+TEST(NetworkModel, HierarchicalReduceScatterAndAllGather) {
+  const spec::LinkSpec inter{25e9, 5e-6};
+  AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
+  const CommPhases rs = net.collective(plan::CollectiveKind::reduce_scatter, {16, 2, 8}, S);
+  ASSERT_EQ(rs.count, 2);
+  EXPECT_DOUBLE_EQ(rs.phase[0].transfer_s, 7.0 / 8 * S / B);
+  EXPECT_DOUBLE_EQ(rs.phase[1].transfer_s, 1.0 / 2 * (S / 8) / inter.bandwidth);
+  const CommPhases ag = net.collective(plan::CollectiveKind::all_gather, {16, 2, 8}, S);
+  ASSERT_EQ(ag.count, 2);
+  EXPECT_EQ(ag.phase[0].link, LinkKind::inter_node);
+  EXPECT_DOUBLE_EQ(ag.total_s(), rs.total_s());
+}
+
+TEST(NetworkModel, FastestPicksTreeForSmallMessagesRingForLarge) {
+  AlphaBetaNetwork net(kLink, {25e9, 5e-6}, Algorithm::fastest);
+  const double small = 8;
+  const CommPhases s = net.collective(plan::CollectiveKind::all_reduce, {64, 1, 64}, small);
+  EXPECT_DOUBLE_EQ(s.total_s(), tree_all_reduce(64, small, kLink, kIntra).latency_s +
+                                    tree_all_reduce(64, small, kLink, kIntra).transfer_s);
+  const CommPhases l = net.collective(plan::CollectiveKind::all_reduce, {64, 1, 64}, S);
+  const CommPhase ring = ring_all_reduce(64, S, kLink, kIntra);
+  EXPECT_DOUBLE_EQ(l.total_s(), ring.latency_s + ring.transfer_s);
+}
+
+TEST(NetworkModel, PointToPoint) {
+  const spec::LinkSpec inter{25e9, 5e-6};
+  AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
+  EXPECT_DOUBLE_EQ(net.p2p(true, S).total_s(), S / B + A);
+  EXPECT_DOUBLE_EQ(net.p2p(false, S).total_s(), S / inter.bandwidth + inter.latency);
+  EXPECT_EQ(net.p2p(false, S).phase[0].link, LinkKind::inter_node);
+}
+
+}  // namespace
+}  // namespace stratagem::sim

@@ -1,0 +1,132 @@
+// The simulator on plans from build_plan: folding is exact, and it is fast enough.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine/plan/builder.hpp"
+#include "engine/result/result.hpp"
+#include "engine/spec/presets.hpp"
+#include "sim/simulator.hpp"
+
+namespace stratagem::test {
+namespace {
+
+// A 24-layer GPT (h 1024) on `nodes` DGX A100 nodes with the given strategy.
+spec::Scenario gpt_scenario(const nlohmann::json& strategy, int nodes = 1) {
+  nlohmann::json j = {{"name", "test"},
+                      {"model",
+                       {{"layers", 24},
+                        {"hidden", 1024},
+                        {"heads", 16},
+                        {"vocab", 50257},
+                        {"max_positions", 1024}}},
+                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", nodes}}},
+                      {"strategy", strategy},
+                      {"training", {{"seq_len", 1024}}}};
+  return spec::parse_scenario(j);
+}
+
+// GPT-3 175B (Brown et al. 2020: 96 layers, d 12288, 96 heads, 2048 context) on 1,024 A100.
+spec::Scenario gpt3_1024() {
+  nlohmann::json j = {{"name", "gpt3-175b on 1024 A100"},
+                      {"model",
+                       {{"layers", 96},
+                        {"hidden", 12288},
+                        {"heads", 96},
+                        {"vocab", 51200},
+                        {"max_positions", 2048}}},
+                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 128}}},
+                      {"strategy",
+                       {{"dp", 64},
+                        {"pp", 16},
+                        {"schedule", "1f1b"},
+                        {"micro_batch_size", 1},
+                        {"grad_accum", 128},
+                        {"sharding", "zero1"},
+                        {"mixed_precision", "bf16"},
+                        {"recompute", "full"}}},
+                      {"training", {{"seq_len", 2048}}}};
+  return spec::parse_scenario(j);
+}
+
+void expect_fold_exact(const spec::Scenario& s) {
+  const auto models = sim::make_cost_models(s);
+  const auto folded = plan::build_plan(s, {.fold = true});
+  const auto full = plan::build_plan(s, {.fold = false});
+  const auto rf = sim::Simulator().run(folded, models);
+  const auto ru = sim::Simulator().run(full, models);
+  EXPECT_EQ(result::to_json(rf)["metrics"].dump(2), result::to_json(ru)["metrics"].dump(2));
+  ASSERT_EQ(rf.ranks.size(), ru.ranks.size());
+  for (std::size_t r = 0; r < rf.ranks.size(); ++r) {
+    EXPECT_EQ(rf.ranks[r].peak_memory_bytes, ru.ranks[r].peak_memory_bytes) << "rank " << r;
+    EXPECT_EQ(rf.ranks[r].oom, ru.ranks[r].oom) << "rank " << r;
+  }
+  EXPECT_GT(rf.metrics.step_time_s, 0.0);
+}
+
+TEST(SimScenarios, FoldingIsExactForDdpPipeline) {
+  expect_fold_exact(gpt_scenario({{"dp", 4}, {"pp", 2}, {"grad_accum", 4}}));
+}
+TEST(SimScenarios, FoldingIsExactForZero2) {
+  expect_fold_exact(spec::load_scenario("default"));
+}
+TEST(SimScenarios, FoldingIsExactForInterleavedFp16) {
+  expect_fold_exact(gpt_scenario({{"dp", 2},
+                                  {"pp", 4},
+                                  {"schedule", "interleaved"},
+                                  {"chunks", 2},
+                                  {"grad_accum", 8},
+                                  {"sharding", "zero1"},
+                                  {"mixed_precision", "fp16"}}));
+}
+TEST(SimScenarios, FoldingIsExactForZero3AcrossNodes) {
+  expect_fold_exact(gpt_scenario(
+      {{"dp", 16}, {"grad_accum", 2}, {"sharding", "zero3"}, {"mixed_precision", "bf16"}}, 2));
+}
+TEST(SimScenarios, FoldingIsExactForHybridShardAcrossNodes) {
+  expect_fold_exact(gpt_scenario(
+      {{"dp", 16}, {"grad_accum", 2}, {"sharding", "HYBRID_SHARD"}, {"mixed_precision", "bf16"}},
+      2));
+}
+TEST(SimScenarios, FoldingIsExactForGpipeRecomputeAcrossNodes) {
+  expect_fold_exact(gpt_scenario({{"dp", 8},
+                                  {"pp", 2},
+                                  {"schedule", "gpipe"},
+                                  {"grad_accum", 4},
+                                  {"sharding", "zero1"},
+                                  {"mixed_precision", "bf16"},
+                                  {"recompute", "full"}},
+                                 2));
+}
+TEST(SimScenarios, FoldingIsExactForOptimizerOffload) {
+  expect_fold_exact(gpt_scenario({{"dp", 8},
+                                  {"grad_accum", 2},
+                                  {"sharding", "zero2"},
+                                  {"mixed_precision", "bf16"},
+                                  {"offload_optimizer", "cpu"}}));
+}
+
+// Every allocation of a shipped scenario's plan is freed within the step, never below zero.
+TEST(SimScenarios, MemoryOfShippedScenariosBalances) {
+  for (const auto& name : spec::shipped_scenario_names()) {
+    SCOPED_TRACE(name);
+    const auto s = spec::load_scenario(name);
+    const auto r = sim::Simulator().run(plan::build_plan(s), sim::make_cost_models(s));
+    for (const auto& rank : r.ranks) {
+      if (rank.same_as >= 0) continue;
+      const auto& m = rank.memory;
+      ASSERT_FALSE(m.time_s.empty());
+      for (const auto& sample : m.bytes) {
+        for (double b : sample) ASSERT_GE(b, 0.0) << "rank " << rank.rank;
+      }
+      for (int c = 0; c < plan::kTensorClassCount; ++c) {
+        EXPECT_NEAR(m.bytes.back()[c], m.bytes.front()[c], 1.0)
+            << "rank " << rank.rank << " " << plan::to_string(static_cast<plan::TensorClass>(c));
+      }
+      EXPECT_TRUE(std::is_sorted(m.time_s.begin(), m.time_s.end()));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stratagem::test
