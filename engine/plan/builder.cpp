@@ -464,7 +464,7 @@ class Builder {
           if (g != kNoOp) gather_consumer_[rank].back() = prev;
           last_compute = prev;
           dep = kNoOp;
-          if (launches_sync) {
+          if (launches_sync && bucket_of[u] >= 0) {  // units without parameters sync nothing
             const int b = bucket_of[u];
             if (--bucket_remaining[b] == 0) {
               launch_bucket(rank, buckets[b], b, shard_grads, prev, grad_sync_ops);

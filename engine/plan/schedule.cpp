@@ -8,6 +8,7 @@ namespace {
 
 std::vector<ScheduleItem> gpipe(int microbatches) {
   std::vector<ScheduleItem> order;
+  order.reserve(2 * static_cast<std::size_t>(microbatches));
   for (int mb = 0; mb < microbatches; ++mb) order.push_back({true, 0, mb});
   for (int mb = 0; mb < microbatches; ++mb) order.push_back({false, 0, mb});
   return order;
@@ -18,6 +19,7 @@ std::vector<ScheduleItem> one_f_one_b(int pp, int stage, int microbatches) {
   // remaining backwards.
   const int warmup = std::min(pp - stage - 1, microbatches);
   std::vector<ScheduleItem> order;
+  order.reserve(2 * static_cast<std::size_t>(microbatches));
   for (int mb = 0; mb < warmup; ++mb) order.push_back({true, 0, mb});
   const int steady = microbatches - warmup;
   for (int i = 0; i < steady; ++i) {
@@ -45,6 +47,7 @@ std::vector<ScheduleItem> interleaved(int pp, int stage, int chunks, int microba
     warmup = std::min((pp - stage - 1) * 2 + (chunks - 1) * pp, total);
   }
   std::vector<ScheduleItem> order;
+  order.reserve(2 * static_cast<std::size_t>(total));
   for (int k = 0; k < warmup; ++k) order.push_back(item(k, true));
   const int steady = total - warmup;
   for (int k = 0; k < steady; ++k) {

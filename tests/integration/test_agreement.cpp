@@ -2,7 +2,6 @@
 // against unfolded simulation, and the simulator's response to strategy knobs.
 #include <gtest/gtest.h>
 
-#include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/presets.hpp"
@@ -16,25 +15,7 @@ result::RunResult simulate(const spec::Scenario& s, bool fold = true) {
   return sim::Simulator().run(plan::build_plan(s, {.fold = fold}), sim::make_cost_models(s));
 }
 
-// The analytic model and the simulated peak agree for every shipped scenario. Both follow the
-// memory contract of docs/architecture.md; the tolerance covers only transients whose
-// coincidence at the peak depends on timing (prefetched gathers, staged gradient buckets).
-TEST(Agreement, AnalyticMemoryMatchesSimulatedPeakForEveryShippedScenario) {
-  for (const auto& name : spec::shipped_scenario_names()) {
-    SCOPED_TRACE(name);
-    const auto s = spec::load_scenario(name);
-    const auto analytic = memory::estimate_memory(s);
-    const auto run = simulate(s);
-    ASSERT_EQ(run.ranks.size(), analytic.ranks.size());
-    for (std::size_t r = 0; r < run.ranks.size(); ++r) {
-      const auto& sim_rank = run.resolved(static_cast<int>(r));
-      EXPECT_NEAR(sim_rank.peak_memory_bytes / analytic.ranks[r].peak_bytes, 1.0, 0.01)
-          << "rank " << r << ": simulated " << sim_rank.peak_memory_bytes << " analytic "
-          << analytic.ranks[r].peak_bytes;
-      EXPECT_EQ(run.ranks[r].oom, !analytic.ranks[r].fits) << "rank " << r;
-    }
-  }
-}
+// The analytic memory model against the simulated peak: tests/memory/test_plan_agreement.cpp.
 
 TEST(Agreement, FoldedAndUnfoldedSimulationsAgree) {
   for (const auto& name : spec::shipped_scenario_names()) {

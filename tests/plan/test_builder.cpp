@@ -271,3 +271,25 @@ TEST(Builder, SplitStagesPutsEmbeddingFirstAndHeadLast) {
 
 }  // namespace
 }  // namespace stratagem
+
+namespace stratagem {
+namespace {
+
+TEST(Builder, QuickFormModelWithParameterlessUnitsBuilds) {
+  // {"params", "layers"} models have no embedding or head parameters: those units join no
+  // gradient bucket, which per-unit backward ops must tolerate.
+  nlohmann::json j = {{"model", {{"params", 1e9}, {"layers", 8}}},
+                      {"cluster", "dgx-a100-80gb"},
+                      {"strategy", {{"dp", 8}, {"recompute", "selective"}, {"mixed_precision", "bf16"}}},
+                      {"training", {{"seq_len", 512}}}};
+  const auto p = plan::build_plan(spec::parse_scenario(j));
+  int all_reduces = 0;
+  for (plan::OpId id : p.ranks[0].streams[1]) {
+    all_reduces += std::get<plan::Collective>(p.ops[id].payload).kind ==
+                   plan::CollectiveKind::all_reduce;
+  }
+  EXPECT_GT(all_reduces, 0);
+}
+
+}  // namespace
+}  // namespace stratagem

@@ -1,0 +1,62 @@
+#include "engine/memory/model_states.hpp"
+
+#include <string>
+
+#include "engine/spec/error.hpp"
+
+namespace stratagem::memory {
+
+ModelStates model_states(double params, int shards, const spec::StrategySpec& strategy) {
+  const double n = shards;
+  const double c = spec::compute_param_bytes(strategy.precision);
+  const spec::Sharding sharding = strategy.sharding;
+  ModelStates m;
+  m.params_bytes = spec::shards_parameters(sharding) ? c * params / n : c * params;
+  m.grads_bytes = spec::shards_gradients(sharding) ? c * params / n : c * params;
+  const double optimizer_share = spec::shards_optimizer(sharding) ? params / n : params;
+  const double optimizer =
+      spec::optimizer_state_bytes_per_param(strategy.optimizer) * optimizer_share;
+  const double master =
+      spec::has_master_weights(strategy) ? kMasterBytesPerParam * optimizer_share : 0.0;
+  if (strategy.offload_optimizer == spec::Offload::cpu) {
+    // ZeRO-Offload keeps the fp32 optimizer step on the CPU: states and master copy move.
+    m.host_bytes = optimizer + master;
+  } else {
+    m.optimizer_bytes = optimizer;
+    m.master_weights_bytes = master;
+  }
+  m.loss_scale_bytes = strategy.precision == spec::Precision::fp16 ? kLossScaleBytes : 0.0;
+  return m;
+}
+
+spec::Sharding sharding_of_zero_stage(int zero_stage) {
+  switch (zero_stage) {
+    case 0:
+      return spec::Sharding::none;
+    case 1:
+      return spec::Sharding::zero1;
+    case 2:
+      return spec::Sharding::zero2;
+    case 3:
+      return spec::Sharding::zero3;
+    default:
+      break;
+  }
+  throw SpecError("--zero", "ZeRO stage must be 0, 1, 2 or 3, got " + std::to_string(zero_stage));
+}
+
+ModelStates zero_model_states(double params, int shards, int zero_stage,
+                              const spec::StrategySpec& strategy) {
+  spec::StrategySpec s = strategy;
+  s.sharding = sharding_of_zero_stage(zero_stage);
+  return model_states(params, shards, s);
+}
+
+int shard_group_size(const spec::Scenario& scenario) {
+  if (scenario.strategy.sharding == spec::Sharding::fsdp_hybrid_shard) {
+    return scenario.cluster.gpus_per_node;
+  }
+  return scenario.strategy.dp;
+}
+
+}  // namespace stratagem::memory

@@ -1,0 +1,95 @@
+// Agreement with the plan: the analytic model (engine/memory) against the peak the simulator
+// measures when it runs the plan the builder emits (engine/plan/builder.cpp, sim/). Both follow
+// the memory contract of docs/architecture.md; this test keeps them from drifting apart.
+// It is the one place the memory tests build plans.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "engine/memory/memory.hpp"
+#include "engine/plan/builder.hpp"
+#include "engine/spec/presets.hpp"
+#include "sim/simulator.hpp"
+
+namespace stratagem::memory {
+namespace {
+
+// Peaks are sums of the same byte counts in another order: equal up to rounding.
+constexpr double kRelativeTolerance = 1e-12;
+
+void expect_agreement(const spec::Scenario& s, const std::string& label) {
+  const MemoryReport analytic = estimate_memory(s);
+  const plan::StepPlan plan = plan::build_plan(s);
+  const result::RunResult simulated = sim::Simulator().run(plan, sim::make_cost_models(s));
+  ASSERT_EQ(simulated.ranks.size(), analytic.ranks.size()) << label;
+  for (const RankMemory& r : analytic.ranks) {
+    const result::RankResult& measured = simulated.resolved(r.rank);
+    EXPECT_NEAR(measured.peak_memory_bytes, r.peak_bytes, kRelativeTolerance * r.peak_bytes)
+        << label << ", rank " << r.rank << " (stage " << r.stage << ")";
+    EXPECT_DOUBLE_EQ(measured.host_bytes, r.host_bytes) << label << ", rank " << r.rank;
+  }
+}
+
+TEST(AgreementWithThePlan, EveryShippedScenario) {
+  const auto names = spec::shipped_scenario_names();
+  ASSERT_FALSE(names.empty());
+  for (const std::string& name : names) expect_agreement(spec::load_scenario(name), name);
+}
+
+// Variants of a small decoder on one DGX A100: every sharding, schedule, recomputation and
+// prefetch depth ≤ 1 (deeper prefetch is an upper bound, see transient.hpp), small and large
+// buckets, fp16 and fp32.
+TEST(AgreementWithThePlan, DataParallelVariants) {
+  const std::string model = R"("model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 1000,
+                                          "max_positions": 512, "tied_embeddings": false})";
+  for (const char* sharding : {"none", "zero1", "zero2", "zero3", "FULL_SHARD", "SHARD_GRAD_OP"}) {
+    for (const char* schedule : {"1f1b", "gpipe"}) {
+      for (const char* recompute : {"none", "selective", "full"}) {
+        for (int prefetch : {0, 1}) {
+          for (double bucket_mb : {25.0, 0.5}) {
+            const std::string text =
+                "{" + model + R"(, "cluster": {"preset": "dgx-a100-80gb"}, "strategy": {"dp": 8,
+                "schedule": ")" +
+                schedule + R"(", "micro_batch_size": 2, "grad_accum": 3,
+                "sharding": ")" +
+                sharding + R"(", "mixed_precision": "fp16", "recompute": ")" + recompute +
+                R"(", "prefetch": )" + std::to_string(prefetch) + R"(, "bucket_mb": )" +
+                std::to_string(bucket_mb) + R"(}, "training": {"seq_len": 512}})";
+            expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(AgreementWithThePlan, PipelineVariants) {
+  const std::string model = R"("model": {"layers": 8, "hidden": 256, "heads": 4, "vocab": 1000,
+                                          "max_positions": 512})";
+  for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+    for (int pp : {2, 4}) {
+      for (int m : {pp, 3 * pp}) {
+        for (const char* recompute : {"none", "full"}) {
+          for (const char* precision : {"no", "bf16"}) {
+            const std::string chunks =
+                std::string(schedule) == "interleaved" ? R"(, "chunks": 2)" : "";
+            const std::string text =
+                "{" + model + R"(, "cluster": {"preset": "dgx-a100-80gb"}, "strategy": {"dp": )" +
+                std::to_string(8 / pp) + R"(, "pp": )" + std::to_string(pp) + R"(, "schedule": ")" +
+                schedule + "\"" + chunks + R"(, "grad_accum": )" + std::to_string(m) +
+                R"(, "sharding": "zero1",
+                "mixed_precision": ")" +
+                precision + R"(", "recompute": ")" + recompute +
+                R"("}, "training": {"seq_len": 256}})";
+            expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace stratagem::memory
