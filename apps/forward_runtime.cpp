@@ -46,7 +46,7 @@ struct Forwarders {
       registry().push_back({name, help, order++, [name](CLI::App& sub) {
                               sub.prefix_command();
                               sub.set_help_flag();  // --help goes to stratagem-runtime
-                              return std::function<int()>([name, &sub] {
+                              return std::function<int()>([name, &sub]() -> int {
                                 const std::string exe = runtime_executable();
                                 std::vector<std::string> args = {exe, name};
                                 for (const auto& a : sub.remaining()) args.push_back(a);

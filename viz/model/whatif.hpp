@@ -1,0 +1,40 @@
+#pragma once
+// The what-if knobs: the strategy and hardware choices a user turns in the viewer, applied
+// to a base scenario through the scenario format itself, so every edit is validated by the
+// same rules as a file and an invalid combination comes back as the SpecError to show.
+#include <string>
+
+#include "engine/spec/scenario.hpp"
+
+namespace stratagem::viz {
+
+struct WhatIf {
+  int dp = 1;
+  int pp = 1;
+  spec::Schedule schedule = spec::Schedule::one_f_one_b;
+  int chunks = 2;  ///< virtual stages per rank, used by the interleaved schedule
+  int micro_batches = 1;
+  int micro_batch_size = 1;
+  spec::Sharding sharding = spec::Sharding::none;
+  spec::Precision precision = spec::Precision::no;
+  spec::Recompute recompute = spec::Recompute::none;
+  std::string gpu;      ///< GPU preset; "" keeps the scenario's GPU
+  std::string cluster;  ///< cluster preset; "" keeps the scenario's cluster
+  friend bool operator==(const WhatIf&, const WhatIf&) = default;
+};
+
+WhatIf what_if_of(const spec::Scenario& s);
+
+/// `base` with the knobs applied. The global batch follows the knobs (micro_batch_size ×
+/// micro_batches × dp); the number of nodes follows dp × pp when it is a whole number of
+/// the cluster's nodes. Throws SpecError naming the offending key.
+spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& knobs);
+
+/// Sets one knob from text, as `--what-if key=value` gives it: dp, pp, schedule, chunks,
+/// micro_batches, micro_batch_size, sharding, precision, recompute, gpu, cluster. Names are
+/// the scenario format's (1f1b, zero2, FULL_SHARD, bf16, selective, ...).
+void set_knob(WhatIf& knobs, const std::string& key, const std::string& value);
+/// Applies "key=value,key=value".
+void set_knobs(WhatIf& knobs, const std::string& assignments);
+
+}  // namespace stratagem::viz
