@@ -1,0 +1,40 @@
+#include "engine/runtime/communicator.hpp"
+
+#include "engine/runtime/dist_env.hpp"
+#include "engine/runtime/gloo_communicator.hpp"
+#include "engine/runtime/store.hpp"
+#include "engine/spec/error.hpp"
+#ifdef STRATAGEM_HAVE_NCCL
+#include "engine/runtime/nccl_communicator.hpp"
+#endif
+
+namespace stratagem::runtime {
+
+std::unique_ptr<Communicator> make_communicator(const DistEnv& env, std::shared_ptr<Store> store,
+                                                const std::string& backend,
+                                                std::chrono::milliseconds timeout) {
+  if (backend == "gloo") {
+    return make_gloo_communicator(std::move(store), env.rank, env.world_size,
+                                  gloo_options_for(env, timeout));
+  }
+  if (backend == "nccl") {
+#ifdef STRATAGEM_HAVE_NCCL
+    return make_nccl_communicator(std::move(store), env.rank, env.world_size, env.local_rank,
+                                  timeout);
+#else
+    throw SpecError("backend", "this build has no NCCL (configure with CUDA and NCCL found)");
+#endif
+  }
+  throw SpecError("backend",
+                  "unknown communicator backend \"" + backend + "\" (expected gloo or nccl)");
+}
+
+std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::string& backend,
+                                                std::chrono::milliseconds timeout) {
+  if (backend != "gloo" && backend != "nccl") {
+    return make_communicator(env, nullptr, backend, timeout);  // throws the SpecError
+  }
+  return make_communicator(env, rendezvous(env, timeout), backend, timeout);
+}
+
+}  // namespace stratagem::runtime

@@ -1,0 +1,154 @@
+#include "engine/runtime/model_layout.hpp"
+
+#include <cmath>
+
+#include "engine/spec/error.hpp"
+
+namespace stratagem::runtime {
+
+namespace {
+
+// GPT-2's initialiser range (Radford et al. 2019; nanoGPT's _init_weights).
+constexpr double kInitStd = 0.02;
+
+class LayoutBuilder {
+ public:
+  explicit LayoutBuilder(std::string prefix) : prefix_(std::move(prefix)) {}
+
+  void add(const std::string& name, std::vector<std::int64_t> shape, InitKind init,
+           std::string key = "") {
+    ParamSlot s;
+    s.name = name;
+    s.numel = 1;
+    for (auto d : shape) s.numel *= d;
+    s.shape = std::move(shape);
+    s.offset = layout_.numel;
+    s.init = init;
+    s.init_key = key.empty() ? prefix_ + name : std::move(key);
+    layout_.numel += s.numel;
+    layout_.slots.push_back(std::move(s));
+  }
+
+  void norm(const std::string& name, const spec::ModelSpec& m) {
+    add(name + ".weight", {m.hidden}, InitKind::ones);
+    if (m.norm == spec::NormKind::layernorm) add(name + ".bias", {m.hidden}, InitKind::zeros);
+  }
+
+  void linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias,
+              InitKind init = InitKind::normal) {
+    add(name + ".weight", {out, in}, init);
+    if (bias) add(name + ".bias", {out}, InitKind::zeros);
+  }
+
+  UnitLayout take() { return std::move(layout_); }
+
+ private:
+  std::string prefix_;
+  UnitLayout layout_;
+};
+
+}  // namespace
+
+const ParamSlot& UnitLayout::slot(const std::string& name) const {
+  for (const auto& s : slots) {
+    if (s.name == name) return s;
+  }
+  throw RuntimeError("model unit has no parameter '" + name + "'");
+}
+
+bool UnitLayout::has(const std::string& name) const {
+  for (const auto& s : slots) {
+    if (s.name == name) return true;
+  }
+  return false;
+}
+
+void check_runtime_model(const spec::ModelSpec& m) {
+  if (m.params_given > 0) {
+    throw SpecError("model.params",
+                    "the real runtime needs a full model shape (layers, hidden, heads, vocab); "
+                    "the quick {\"params\": P} form only sizes a simulation");
+  }
+  if (m.kind != spec::ModelKind::decoder) {
+    throw SpecError("model.kind", "the real runtime trains decoder (GPT-style) models");
+  }
+  if (m.type_vocab > 0) {
+    throw SpecError("model.type_vocab", "token-type embeddings belong to encoders");
+  }
+  if (m.pooler) throw SpecError("model.pooler", "a pooler belongs to encoders");
+  if (m.positions == spec::PositionKind::rotary && (m.hidden / m.heads) % 2 != 0) {
+    throw SpecError("model.heads", "rotary positions need an even head dimension");
+  }
+}
+
+std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_owns_embedding_copy) {
+  check_runtime_model(m);
+  const std::int64_t h = m.hidden, f = m.ffn_hidden;
+  const std::int64_t kv = h / m.heads * m.kv_heads;
+  std::vector<UnitLayout> units;
+
+  LayoutBuilder emb("embedding.");
+  emb.add("wte", {m.vocab, h}, InitKind::normal);
+  if (m.positions == spec::PositionKind::learned) {
+    emb.add("wpe", {m.max_positions, h}, InitKind::normal);
+  }
+  units.push_back(emb.take());
+
+  for (std::int64_t l = 1; l <= m.layers; ++l) {
+    LayoutBuilder b("block" + std::to_string(l) + ".");
+    b.norm("ln1", m);
+    b.linear("attn.q", h, h, m.bias);
+    b.linear("attn.k", kv, h, m.bias);
+    b.linear("attn.v", kv, h, m.bias);
+    b.linear("attn.o", h, h, m.bias, InitKind::normal_residual);
+    b.norm("ln2", m);
+    if (m.mlp == spec::MlpKind::swiglu) {
+      b.linear("mlp.gate", f, h, m.bias);
+      b.linear("mlp.up", f, h, m.bias);
+    } else {
+      b.linear("mlp.up", f, h, m.bias);
+    }
+    b.linear("mlp.down", h, f, m.bias, InitKind::normal_residual);
+    units.push_back(b.take());
+  }
+
+  LayoutBuilder head("head.");
+  head.norm("ln_f", m);
+  if (!m.tied_embeddings) {
+    head.add("lm_head", {m.vocab, h}, InitKind::normal);
+  } else if (head_owns_embedding_copy) {
+    // Same random stream as the embedding's table: both copies start identical and, with
+    // their gradients summed across the pipeline every step, stay identical.
+    head.add("wte", {m.vocab, h}, InitKind::normal, "embedding.wte");
+  }
+  units.push_back(head.take());
+  return units;
+}
+
+std::uint64_t init_seed(std::uint64_t seed, const ParamSlot& slot) {
+  std::uint64_t x = 1469598103934665603ULL;  // FNV-1a offset basis
+  for (unsigned char c : slot.init_key) {
+    x ^= c;
+    x *= 1099511628211ULL;  // FNV-1a prime
+  }
+  // splitmix64 finaliser over key ⊕ seed, so nearby seeds give unrelated streams.
+  x ^= seed + 0x9E3779B97F4A7C15ULL;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
+  return x ^ (x >> 31);
+}
+
+double init_std(const ParamSlot& slot, std::int64_t layers) {
+  switch (slot.init) {
+    case InitKind::normal:
+      return kInitStd;
+    case InitKind::normal_residual:
+      return kInitStd / std::sqrt(2.0 * static_cast<double>(layers));
+    case InitKind::zeros:
+    case InitKind::ones:
+      return 0.0;
+  }
+  return 0.0;
+}
+
+}  // namespace stratagem::runtime

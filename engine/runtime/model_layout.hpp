@@ -1,0 +1,60 @@
+#pragma once
+// Which parameters each model unit of the real runtime owns, where they sit in the unit's
+// flat buffer and how they are initialised. No LibTorch here: the executor sizes buffers
+// and the tests check the counts against the plan's units without building tensors.
+//
+// Units follow the plan (engine/plan/plan.hpp): 0 = embedding (token + learned position
+// table), 1..L = transformer blocks (pre-norm attention and MLP), L+1 = head (final norm, the
+// LM head when untied, and a copy of the word embeddings when they are tied across a
+// pipeline, as Megatron-LM keeps one on the last stage). The element counts equal
+// spec::embedding_params, spec::block_params and spec::head_params exactly.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine/spec/model.hpp"
+
+namespace stratagem::runtime {
+
+/// How a parameter starts (GPT-2 / nanoGPT initialisation).
+enum class InitKind {
+  normal,           ///< N(0, 0.02²)
+  normal_residual,  ///< N(0, (0.02/√(2L))²): projections that write into the residual stream
+  zeros,            ///< biases, norm shifts
+  ones,             ///< norm scales
+};
+
+struct ParamSlot {
+  std::string name;  ///< "wte", "attn.wq", "mlp.b_in", ...
+  std::vector<std::int64_t> shape;
+  std::int64_t offset = 0;  ///< elements into the unit's flat buffer
+  std::int64_t numel = 0;
+  InitKind init = InitKind::normal;
+  /// Which random stream fills it: the same key gives the same values on every rank, so the
+  /// head's copy of tied word embeddings uses the embedding's key.
+  std::string init_key;
+};
+
+struct UnitLayout {
+  std::vector<ParamSlot> slots;
+  std::int64_t numel = 0;
+  const ParamSlot& slot(const std::string& name) const;
+  bool has(const std::string& name) const;
+};
+
+/// Throws SpecError for model shapes the runtime cannot train: encoders, the quick
+/// {"params": P} form (no shape), token-type embeddings, poolers.
+void check_runtime_model(const spec::ModelSpec& model);
+
+/// Units 0..L+1. `head_owns_embedding_copy`: tied embeddings split over a pipeline (pp > 1).
+std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& model,
+                                         bool head_owns_embedding_copy);
+
+/// The per-parameter seed of `slot` for a run seeded with `seed` (FNV-1a of the key, mixed
+/// with the seed): the initial values depend only on the seed and the parameter's identity.
+std::uint64_t init_seed(std::uint64_t seed, const ParamSlot& slot);
+
+/// The standard deviation `slot` is drawn with (0 for constants).
+double init_std(const ParamSlot& slot, std::int64_t layers);
+
+}  // namespace stratagem::runtime

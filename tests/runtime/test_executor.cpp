@@ -1,0 +1,172 @@
+// The executor runs every strategy's plan to the same training as one process: same losses
+// (within 1e-5 relative) and same parameters (within 1e-5) after 5 fp32 steps on the same
+// global batch. Ranks are threads over the in-process communicator.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "tests/runtime/test_executor_util.hpp"
+
+namespace stratagem::test {
+namespace {
+
+constexpr int kSteps = 5;
+constexpr double kLossRel = 1e-5;
+constexpr double kParamAbs = 1e-5;
+
+struct Reference {
+  std::vector<double> losses;
+  std::vector<at::Tensor> params;
+};
+
+// One process, 4 micro-batches of 2: the global batch of 8 every strategy below splits.
+const Reference& reference(const nlohmann::json& model = {}) {
+  static std::map<std::string, Reference> cache;
+  auto& ref = cache[model.dump()];
+  if (ref.losses.empty()) {
+    auto s = tiny_scenario(1, {{"micro_batch_size", 2}, {"grad_accum", 4}}, model);
+    auto run = run_inproc(s, train_options(kSteps));
+    ref.losses = run.results[0].losses;
+    for (int u = 0; u < static_cast<int>(s.model.layers) + 2; ++u) {
+      ref.params.push_back(run.unit_params(u));
+    }
+  }
+  return ref;
+}
+
+void expect_same_training(const nlohmann::json& strategy, int world,
+                          const nlohmann::json& model = {}, int nodes = 1) {
+  const auto& ref = reference(model);
+  auto s = tiny_scenario(world, strategy, model, 8, nodes);
+  auto run = run_inproc(s, train_options(kSteps));
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(run.results[r].losses.size(), ref.losses.size());
+    for (std::size_t i = 0; i < ref.losses.size(); ++i) {
+      EXPECT_NEAR(run.results[r].losses[i], ref.losses[i], kLossRel * std::abs(ref.losses[i]))
+          << "rank " << r << " step " << i;
+    }
+  }
+  const int head = static_cast<int>(ref.params.size()) - 1;
+  for (int u = 0; u <= head; ++u) {
+    at::Tensor got = run.unit_params(u);
+    if (u == head && got.numel() > ref.params[u].numel()) {
+      // Tied embeddings over a pipeline: the head's copy of the word table (after its final
+      // norm) must equal the embedding's.
+      const std::int64_t own = ref.params[u].numel();
+      const std::int64_t table = s.model.vocab * s.model.hidden;
+      const double copy_diff = (got.narrow(0, own, table) - ref.params[0].narrow(0, 0, table))
+                                   .abs()
+                                   .max()
+                                   .item<double>();
+      EXPECT_LE(copy_diff, kParamAbs) << "the head's copy of the word embeddings";
+      got = got.narrow(0, 0, own);
+    }
+    const double diff = (got - ref.params[u]).abs().max().item<double>();
+    EXPECT_LE(diff, kParamAbs) << "unit " << u;
+  }
+}
+
+TEST(Executor, ReferenceLearns) {
+  const auto& ref = reference();
+  ASSERT_EQ(ref.losses.size(), static_cast<std::size_t>(kSteps));
+  EXPECT_NEAR(ref.losses[0], std::log(64.0), 0.2);  // uniform over the vocabulary at start
+  EXPECT_LT(ref.losses.back(), ref.losses.front());
+}
+
+TEST(Executor, SingleProcessSplitsAlike) {
+  expect_same_training({{"micro_batch_size", 8}, {"grad_accum", 1}}, 1);
+}
+
+TEST(Executor, Ddp) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}}, 2);
+}
+TEST(Executor, DdpFourRanksSmallBuckets) {
+  // bucket_mb tiny: one bucket per unit, all-reduces overlap the rest of the backward.
+  expect_same_training({{"dp", 4}, {"micro_batch_size", 1}, {"bucket_mb", 0.01}}, 4);
+}
+TEST(Executor, Zero1) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero1"}}, 2);
+}
+TEST(Executor, Zero2) {
+  expect_same_training(
+      {{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero2"}, {"bucket_mb", 0.02}}, 2);
+}
+TEST(Executor, Zero3) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero3"}}, 2);
+}
+TEST(Executor, Zero3FourRanks) {
+  expect_same_training({{"dp", 4}, {"micro_batch_size", 1}, {"sharding", "zero3"}}, 4);
+}
+TEST(Executor, FsdpShardGradOp) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "SHARD_GRAD_OP"}}, 2);
+}
+TEST(Executor, FsdpFullShard) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "FULL_SHARD"}}, 2);
+}
+TEST(Executor, FsdpHybridShard) {
+  // Shard within each of 2 "nodes", all-reduce the shards across them.
+  expect_same_training({{"dp", 4}, {"micro_batch_size", 1}, {"sharding", "HYBRID_SHARD"}}, 4, {},
+                       2);
+}
+TEST(Executor, Zero2OptimizerOffload) {
+  expect_same_training(
+      {{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero2"}, {"offload_optimizer", "cpu"}}, 2);
+}
+TEST(Executor, GPipe) {
+  expect_same_training({{"pp", 2}, {"schedule", "gpipe"}, {"micro_batch_size", 2}}, 2);
+}
+TEST(Executor, OneFOneB) {
+  expect_same_training({{"pp", 4}, {"schedule", "1f1b"}, {"micro_batch_size", 2}}, 4);
+}
+TEST(Executor, Interleaved) {
+  expect_same_training(
+      {{"pp", 2}, {"schedule", "interleaved"}, {"chunks", 2}, {"micro_batch_size", 2}}, 2);
+}
+TEST(Executor, InterleavedWithDataParallel) {
+  for (double bucket_mb : {25.0, 0.02}) {  // one bucket for the stage, or one per unit
+    expect_same_training({{"dp", 2},
+                          {"pp", 2},
+                          {"schedule", "interleaved"},
+                          {"chunks", 2},
+                          {"micro_batch_size", 1},
+                          {"bucket_mb", bucket_mb}},
+                         4);
+  }
+}
+TEST(Executor, DataAndPipelineParallel) {
+  expect_same_training({{"dp", 2}, {"pp", 2}, {"schedule", "1f1b"}, {"micro_batch_size", 1}}, 4);
+}
+TEST(Executor, Zero1WithPipeline) {
+  expect_same_training({{"dp", 2}, {"pp", 2}, {"sharding", "zero1"}, {"micro_batch_size", 1}}, 4);
+}
+TEST(Executor, FullRecompute) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"recompute", "full"}}, 2);
+}
+TEST(Executor, SelectiveRecomputeZero3) {
+  expect_same_training(
+      {{"dp", 2}, {"micro_batch_size", 2}, {"recompute", "selective"}, {"sharding", "zero3"}}, 2);
+}
+
+// Tied embeddings: on one stage the head reads the embedding's table; across a pipeline the
+// last stage keeps a copy whose gradient is summed with the first stage's.
+TEST(Executor, TiedDdp) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}}, 2, {{"tied_embeddings", true}});
+}
+TEST(Executor, TiedPipeline) {
+  expect_same_training({{"dp", 2}, {"pp", 2}, {"micro_batch_size", 1}}, 4,
+                       {{"tied_embeddings", true}});
+}
+TEST(Executor, TiedZero3) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero3"}}, 2,
+                       {{"tied_embeddings", true}});
+}
+
+TEST(Executor, ModernBlocksUnderZero2) {
+  // RMSNorm, SwiGLU, rotary positions, grouped-query attention, no biases.
+  const nlohmann::json llama = {{"norm", "rmsnorm"}, {"mlp", "swiglu"}, {"positions", "rotary"},
+                                {"kv_heads", 2},     {"bias", false},   {"ffn_hidden", 96}};
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero2"}}, 2, llama);
+}
+
+}  // namespace
+}  // namespace stratagem::test

@@ -1,0 +1,117 @@
+#pragma once
+// Helpers for executor tests: a tiny GPT scenario on a CPU "cluster" of n ranks, and training
+// it with one thread per rank over the in-process communicator.
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <nlohmann/json.hpp>
+
+#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/runtime/worker.hpp"
+#include "engine/spec/scenario.hpp"
+
+namespace stratagem::test {
+
+/// 4 layers, hidden 32, 4 heads, vocab 64, seq 16: small enough for 2 cores, big enough for
+/// every unit to have real matrices. `strategy` is merged over {dp, pp = 1}.
+inline spec::Scenario tiny_scenario(int world, const nlohmann::json& strategy,
+                                    const nlohmann::json& model = {}, int global_batch = 8,
+                                    int nodes = 1) {
+  nlohmann::json m = {
+      {"name", "tiny-gpt"}, {"layers", 4},         {"hidden", 32},      {"heads", 4},
+      {"vocab", 64},        {"max_positions", 16}, {"ffn_hidden", 128}, {"tied_embeddings", false}};
+  for (const auto& [k, v] : model.items()) m[k] = v;
+  nlohmann::json st = {{"dp", 1}, {"pp", 1}};
+  for (const auto& [k, v] : strategy.items()) st[k] = v;
+  // The cluster only sizes memory in results; the executor never reads its speeds.
+  nlohmann::json j = {{"name", "tiny"},
+                      {"model", m},
+                      {"cluster",
+                       {{"nodes", nodes},
+                        {"gpus_per_node", world / nodes},
+                        {"gpu",
+                         {{"name", "test-cpu"},
+                          {"memory_GiB", 1},
+                          {"peak_tflops", {{"fp32", 0.1}}},
+                          {"hbm_GBps", 10}}},
+                        {"intra_node", {{"bandwidth_GBps", 10}}},
+                        {"inter_node", {{"bandwidth_GBps", 1}}}}},
+                      {"strategy", st},
+                      {"training", {{"seq_len", 16}, {"global_batch", global_batch}, {"seed", 7}}}};
+  return spec::parse_scenario(j, "tiny");
+}
+
+struct InprocRun {
+  std::vector<std::unique_ptr<runtime::Trainer>> trainers;
+  std::vector<runtime::TrainResult> results;
+
+  /// Unit `u`'s full parameters as fp32 on the CPU, reassembled from the shards when sharded.
+  at::Tensor unit_params(int u) {
+    for (auto& t : trainers) {
+      auto& state = t->executor().state();
+      const auto& layout = state.layout();
+      if (u >= static_cast<int>(layout.segment_of_unit.size()) || layout.segment_of_unit[u] < 0) {
+        continue;
+      }
+      if (!layout.params_sharded) return state.unit_params(u).to(at::kFloat).clone();
+      const int s = layout.segment_of_unit[u];
+      std::vector<at::Tensor> shards;
+      for (int q : layout.segments[s].shard_group) {
+        shards.push_back(trainers[q]->executor().state().params_shard(s));
+      }
+      return at::cat(shards)
+          .narrow(0, layout.offset_in_segment(u), t->executor().units().numel(u))
+          .to(at::kFloat);
+    }
+    throw std::runtime_error("no rank owns unit " + std::to_string(u));
+  }
+};
+
+/// Trains `s` with one thread per rank; rethrows the first rank's exception.
+inline InprocRun run_inproc(const spec::Scenario& s, runtime::TrainOptions options) {
+  at::set_num_threads(1);
+  const int n = s.world_size();
+  auto comms = runtime::make_inproc_world(n, std::chrono::seconds(60));
+  InprocRun run;
+  run.trainers.resize(n);
+  run.results.resize(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        run.trainers[r] = std::make_unique<runtime::Trainer>(s, *comms[r], options);
+        run.results[r] = run.trainers[r]->run();
+      } catch (...) {
+        errors[r] = std::current_exception();
+        if (auto* c = dynamic_cast<runtime::InprocCommunicator*>(comms[r].get())) {
+          c->fail("rank " + std::to_string(r) + " threw");
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return run;
+}
+
+/// AdamW at lr 1e-3: Adam turns rounding noise in gradients that are zero in exact arithmetic
+/// (the attention key bias, which softmax cancels) into updates of about lr·|g|/eps, so the
+/// learning rate bounds how far two summation orders can drift apart.
+inline runtime::TrainOptions train_options(int steps, double lr = 1e-3) {
+  runtime::TrainOptions o;
+  o.steps = steps;
+  o.optimizer = runtime::OptimizerConfig::defaults(spec::Optimizer::adamw, lr);
+  o.timeout = std::chrono::seconds(60);
+  return o;
+}
+
+}  // namespace stratagem::test
