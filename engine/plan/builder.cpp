@@ -348,8 +348,21 @@ class Builder {
     for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {
       for (int u : buckets[b].units) bucket_of[u] = b;
     }
-    // Per micro-batch: units whose backward finished (to launch a bucket when complete).
-    std::vector<int> bucket_remaining;
+    // Units of each bucket whose gradients of the current sync round are not final yet. A
+    // round is one micro-batch for ZeRO-2/3 and FSDP, and the last micro-batch of every chunk
+    // for DDP and ZeRO-1 (with interleaving, a bucket may hold units of several chunks, whose
+    // last backwards are apart in time: the bucket launches after the later one).
+    std::vector<int> bucket_remaining = bucket_sizes(buckets);
+    auto finish_units = [&](int begin, int end, OpId after, std::vector<OpId>& sync_ops) {
+      for (int u = end - 1; u >= begin; --u) {
+        const int b = bucket_of[u];
+        if (b < 0) continue;  // units without parameters sync nothing
+        if (--bucket_remaining[b] == 0) {
+          launch_bucket(rank, buckets[b], b, shard_grads, after, sync_ops);
+          bucket_remaining[b] = static_cast<int>(buckets[b].units.size());  // next round
+        }
+      }
+    };
 
     OpId last_compute = kNoOp;
     std::vector<OpId> grad_sync_ops;   // collectives the optimizer waits for
@@ -432,13 +445,8 @@ class Builder {
                     compute_op(Phase::backward, stage, item.chunk, item.microbatch, u0, u1),
                     {last_compute, recv}, fx);
         last_compute = prev;
-        if (launches_sync) {
-          for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {
-            launch_bucket(rank, buckets[b], b, shard_grads, prev, grad_sync_ops);
-          }
-        }
+        if (launches_sync) finish_units(u0, u1, prev, grad_sync_ops);
       } else {
-        if (launches_sync) bucket_remaining = bucket_sizes(buckets);
         OpId dep = recv;
         for (int u = u1 - 1; u >= u0; --u) {
           const Unit& unit = L.units[u];
@@ -464,12 +472,7 @@ class Builder {
           if (g != kNoOp) gather_consumer_[rank].back() = prev;
           last_compute = prev;
           dep = kNoOp;
-          if (launches_sync && bucket_of[u] >= 0) {  // units without parameters sync nothing
-            const int b = bucket_of[u];
-            if (--bucket_remaining[b] == 0) {
-              launch_bucket(rank, buckets[b], b, shard_grads, prev, grad_sync_ops);
-            }
-          }
+          if (launches_sync) finish_units(u, u + 1, prev, grad_sync_ops);
         }
       }
       if (vs > 0) {

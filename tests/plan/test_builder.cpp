@@ -293,3 +293,32 @@ TEST(Builder, QuickFormModelWithParameterlessUnitsBuilds) {
 
 }  // namespace
 }  // namespace stratagem
+
+namespace stratagem {
+namespace {
+
+TEST(Builder, InterleavedBucketSpanningChunksSyncsOnceAfterBoth) {
+  const auto p = plan::build_plan(test::small_scenario({{"dp", 4}, {"pp", 2}, {"schedule", "interleaved"},
+                                                        {"chunks", 2}, {"grad_accum", 4},
+                                                        {"bucket_mb", 1e6}}));
+  for (int stage = 0; stage < 2; ++stage) {
+    const int rank = p.layout.rank_of(stage, 0);
+    int grad_syncs = 0;
+    for (plan::OpId id : p.ranks[rank].streams[1]) {
+      const auto& c = std::get<plan::Collective>(p.ops[id].payload);
+      if (c.purpose != plan::CommPurpose::grad_sync) continue;
+      ++grad_syncs;
+      // It waits for the last backward of the rank: both chunks' gradients are final.
+      plan::OpId last_backward = plan::kNoOp;
+      for (plan::OpId cid : p.ranks[rank].streams[0]) {
+        const auto& x = std::get<plan::Compute>(p.ops[cid].payload);
+        if (x.phase == plan::Phase::backward) last_backward = cid;
+      }
+      EXPECT_EQ(p.deps_of(p.ops[id])[0], last_backward);
+    }
+    EXPECT_EQ(grad_syncs, 1) << "stage " << stage;
+  }
+}
+
+}  // namespace
+}  // namespace stratagem
