@@ -67,11 +67,12 @@ int run(const Options& o) {
               static_cast<long long>(base.training.global_batch),
               static_cast<long long>(base.training.seq_len));
   print_table(stdout, rows);
-  std::printf("MFU divides by %s peak %.0f TFLOP/s per GPU; peak mem is the largest rank's, "
-              "capacity %s.\n",
-              spec::to_string(spec::compute_dtype(base.strategy.precision)),
-              gpu.peak(spec::compute_dtype(base.strategy.precision)) / 1e12,
-              fmt_gib(gpu.memory_bytes).c_str());
+  std::printf(
+      "MFU divides by %s peak %.0f TFLOP/s per GPU; peak mem is the largest rank's, "
+      "capacity %s.\n",
+      spec::to_string(spec::compute_dtype(base.strategy.precision)),
+      gpu.peak(spec::compute_dtype(base.strategy.precision)) / 1e12,
+      fmt_gib(gpu.memory_bytes).c_str());
   return 0;
 }
 

@@ -43,16 +43,16 @@ int run(const Options& o) {
   return 0;
 }
 
-Registration reg{{"plan", "Show the step plan of one rank: ops per stream with deps and memory",
-                  30, [](CLI::App& sub) {
-                    auto o = std::make_shared<Options>();
-                    sub.add_option("scenario", o->scenario, "Scenario file or shipped name")
-                        ->required();
-                    sub.add_option("--rank", o->rank, "Rank to show (default 0)");
-                    sub.add_flag("--json", o->json, "Print JSON");
-                    sub.add_flag("--no-fold", o->no_fold, "Build every data-parallel replica");
-                    return std::function<int()>([o] { return run(*o); });
-                  }}};
+Registration reg{
+    {"plan", "Show the step plan of one rank: ops per stream with deps and memory", 30,
+     [](CLI::App& sub) {
+       auto o = std::make_shared<Options>();
+       sub.add_option("scenario", o->scenario, "Scenario file or shipped name")->required();
+       sub.add_option("--rank", o->rank, "Rank to show (default 0)");
+       sub.add_flag("--json", o->json, "Print JSON");
+       sub.add_flag("--no-fold", o->no_fold, "Build every data-parallel replica");
+       return std::function<int()>([o] { return run(*o); });
+     }}};
 
 }  // namespace
 }  // namespace stratagem::cli

@@ -63,10 +63,14 @@ int run(const Options& o) {
   if (!o.precisions.empty()) {
     options.precisions.clear();
     for (const auto& p : o.precisions) {
-      if (p == "no" || p == "fp32") options.precisions.push_back(spec::Precision::no);
-      else if (p == "fp16") options.precisions.push_back(spec::Precision::fp16);
-      else if (p == "bf16") options.precisions.push_back(spec::Precision::bf16);
-      else throw SpecError("--mixed_precision", "unknown '" + p + "'; valid: no, fp16, bf16");
+      if (p == "no" || p == "fp32")
+        options.precisions.push_back(spec::Precision::no);
+      else if (p == "fp16")
+        options.precisions.push_back(spec::Precision::fp16);
+      else if (p == "bf16")
+        options.precisions.push_back(spec::Precision::bf16);
+      else
+        throw SpecError("--mixed_precision", "unknown '" + p + "'; valid: no, fp16, bf16");
     }
   }
   const bool tty = isatty(STDERR_FILENO) && !o.quiet;
@@ -97,11 +101,12 @@ int run(const Options& o) {
               << "\n";
     return 0;
   }
-  std::printf("%s on %d × %s, global batch %lld × %lld tokens: %d configurations, %d invalid, "
-              "%d do not fit, %d simulated\n",
-              o.model.c_str(), c.world_size(), c.gpu.name.c_str(),
-              static_cast<long long>(o.global_batch), static_cast<long long>(o.seq_len),
-              result.enumerated, result.invalid, result.memory_rejected, result.simulated);
+  std::printf(
+      "%s on %d × %s, global batch %lld × %lld tokens: %d configurations, %d invalid, "
+      "%d do not fit, %d simulated\n",
+      o.model.c_str(), c.world_size(), c.gpu.name.c_str(), static_cast<long long>(o.global_batch),
+      static_cast<long long>(o.seq_len), result.enumerated, result.invalid, result.memory_rejected,
+      result.simulated);
   if (result.ranked.empty()) {
     std::printf("nothing fits: try more GPUs (--nodes), a smaller --global_batch or --seq_len\n");
     return 1;
@@ -126,25 +131,22 @@ int run(const Options& o) {
   return 0;
 }
 
-Registration reg{{"search", "Search strategies for a model on a cluster (simulated)", 15,
-                  [](CLI::App& sub) {
-                    auto o = std::make_shared<Options>();
-                    sub.add_option("--model", o->model, "Model preset")->capture_default_str();
-                    sub.add_option("--cluster", o->cluster, "Cluster preset")
-                        ->capture_default_str();
-                    sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)");
-                    sub.add_option("--global_batch", o->global_batch, "Samples per step")
-                        ->capture_default_str();
-                    sub.add_option("--seq_len", o->seq_len, "Tokens per sample")
-                        ->capture_default_str();
-                    sub.add_option("--top", o->top, "How many to list")->capture_default_str();
-                    sub.add_option("--mixed_precision", o->precisions,
-                                   "Precisions to try (default: bf16,fp16,no)")
-                        ->delimiter(',');
-                    sub.add_flag("--json", o->json, "Print JSON");
-                    sub.add_flag("--quiet", o->quiet, "No progress bar");
-                    return std::function<int()>([o] { return run(*o); });
-                  }}};
+Registration reg{
+    {"search", "Search strategies for a model on a cluster (simulated)", 15, [](CLI::App& sub) {
+       auto o = std::make_shared<Options>();
+       sub.add_option("--model", o->model, "Model preset")->capture_default_str();
+       sub.add_option("--cluster", o->cluster, "Cluster preset")->capture_default_str();
+       sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)");
+       sub.add_option("--global_batch", o->global_batch, "Samples per step")->capture_default_str();
+       sub.add_option("--seq_len", o->seq_len, "Tokens per sample")->capture_default_str();
+       sub.add_option("--top", o->top, "How many to list")->capture_default_str();
+       sub.add_option("--mixed_precision", o->precisions,
+                      "Precisions to try (default: bf16,fp16,no)")
+           ->delimiter(',');
+       sub.add_flag("--json", o->json, "Print JSON");
+       sub.add_flag("--quiet", o->quiet, "No progress bar");
+       return std::function<int()>([o] { return run(*o); });
+     }}};
 
 }  // namespace
 }  // namespace stratagem::cli

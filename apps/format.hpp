@@ -20,7 +20,9 @@ inline std::string fmt_time(double s) {
 }
 
 /// Bytes in GiB (2^30), the unit nvidia-smi and PyTorch report.
-inline std::string fmt_gib(double bytes) { return fmt("%.2f GiB", bytes / (1024.0 * 1024 * 1024)); }
+inline std::string fmt_gib(double bytes) {
+  return fmt("%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+}
 
 inline std::string fmt_rate(double v) {
   if (v >= 1e6) return fmt("%.3gM", v / 1e6);
@@ -28,7 +30,9 @@ inline std::string fmt_rate(double v) {
   return fmt("%.3g", v);
 }
 
-inline std::string fmt_percent(double fraction) { return fmt("%.1f%%", fraction * 100.0); }
+inline std::string fmt_percent(double fraction) {
+  return fmt("%.1f%%", fraction * 100.0);
+}
 
 /// Prints rows as a table with columns padded to their widest cell (UTF-8 aware).
 inline void print_table(std::FILE* out, const std::vector<std::vector<std::string>>& rows) {

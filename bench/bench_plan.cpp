@@ -16,8 +16,8 @@ void BM_BuildPlan(benchmark::State& state) {
     benchmark::DoNotOptimize(plan);
   }
   state.counters["ops"] = static_cast<double>(ops);
-  state.counters["ops_per_s"] =
-      benchmark::Counter(static_cast<double>(ops) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["ops_per_s"] = benchmark::Counter(static_cast<double>(ops) * state.iterations(),
+                                                   benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_BuildPlan)
     ->ArgsProduct({{8, 64, 1024, 4096}, {1}})

@@ -28,11 +28,16 @@ void BM_SimulateStep(benchmark::State& state) {
     benchmark::DoNotOptimize(r);
   }
   state.counters["events"] = static_cast<double>(events);
-  state.counters["events_per_s"] = benchmark::Counter(static_cast<double>(events) * state.iterations(),
-                                                      benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(
+      static_cast<double>(events) * state.iterations(), benchmark::Counter::kIsRate);
   state.counters["sim_step_time_s"] = step;
 }
-BENCHMARK(BM_SimulateStep)->Arg(8)->Arg(64)->Arg(1024)->Arg(4096)->ArgName("gpus")
+BENCHMARK(BM_SimulateStep)
+    ->Arg(8)
+    ->Arg(64)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->ArgName("gpus")
     ->Unit(benchmark::kMillisecond);
 
 // Plan building + simulation, what `stratagem sim` does per scenario.
@@ -75,8 +80,8 @@ void BM_Search8Gpus(benchmark::State& state) {
     benchmark::DoNotOptimize(r);
   }
   state.counters["configurations"] = configs;
-  state.counters["configs_per_s"] =
-      benchmark::Counter(static_cast<double>(configs) * state.iterations(), benchmark::Counter::kIsRate);
+  state.counters["configs_per_s"] = benchmark::Counter(
+      static_cast<double>(configs) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Search8Gpus)->Unit(benchmark::kMillisecond)->Iterations(1);
 

@@ -127,7 +127,8 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
   // Best throughput first; ties broken by lower memory, then label (deterministic).
   std::sort(result.ranked.begin(), result.ranked.end(), [](const auto& a, const auto& b) {
     if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
-    if (a.peak_memory_bytes != b.peak_memory_bytes) return a.peak_memory_bytes < b.peak_memory_bytes;
+    if (a.peak_memory_bytes != b.peak_memory_bytes)
+      return a.peak_memory_bytes < b.peak_memory_bytes;
     return a.label < b.label;
   });
   // Pareto front: no other configuration is both faster and lighter.

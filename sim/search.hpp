@@ -31,9 +31,9 @@ struct Candidate {
 };
 
 struct SearchResult {
-  int enumerated = 0;        ///< configurations generated
-  int invalid = 0;           ///< rejected by validation (e.g. ZeRO-2 with pp > 1)
-  int memory_rejected = 0;   ///< did not fit the GPU (analytic or simulated peak)
+  int enumerated = 0;       ///< configurations generated
+  int invalid = 0;          ///< rejected by validation (e.g. ZeRO-2 with pp > 1)
+  int memory_rejected = 0;  ///< did not fit the GPU (analytic or simulated peak)
   int simulated = 0;
   std::vector<Candidate> ranked;  ///< fitting configurations, best throughput first
   std::vector<int> pareto;        ///< indices into `ranked`: throughput vs peak memory front

@@ -31,10 +31,9 @@ spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule s
   // Keep the global batch: re-derive the micro-batches for the new data-parallel degree.
   const std::int64_t per_accum = std::int64_t{st.micro_batch_size} * dp;
   if (s.training.global_batch % per_accum != 0) {
-    throw SpecError("training.global_batch",
-                    std::to_string(s.training.global_batch) +
-                        " is not a multiple of micro_batch_size × dp = " +
-                        std::to_string(per_accum));
+    throw SpecError("training.global_batch", std::to_string(s.training.global_batch) +
+                                                 " is not a multiple of micro_batch_size × dp = " +
+                                                 std::to_string(per_accum));
   }
   st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
   s.name = base.name;
@@ -45,9 +44,9 @@ spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule s
 }  // namespace
 
 const std::vector<std::string>& variant_names() {
-  static const std::vector<std::string> names = {
-      "base", "ddp",  "zero1",       "zero2", "zero3",      "fsdp",
-      "shard_grad_op", "hybrid", "gpipe", "1f1b", "interleaved", "offload"};
+  static const std::vector<std::string> names = {"base",  "ddp",  "zero1",         "zero2",
+                                                 "zero3", "fsdp", "shard_grad_op", "hybrid",
+                                                 "gpipe", "1f1b", "interleaved",   "offload"};
   return names;
 }
 
@@ -101,7 +100,7 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
         v.scenario = s;
       } else {
         if (pp < 2) throw SpecError("strategy.pp", "no pipeline depth ≥ 2 divides the cluster");
-        const Schedule schedule = name == "gpipe"   ? Schedule::gpipe
+        const Schedule schedule = name == "gpipe"  ? Schedule::gpipe
                                   : name == "1f1b" ? Schedule::one_f_one_b
                                                    : Schedule::interleaved;
         v.scenario = with(base, world / pp, pp, schedule, pipe_sharding);

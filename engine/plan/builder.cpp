@@ -28,8 +28,8 @@ constexpr int kHeadForwardKernels = 4;
 // back and writes the compute copy of the parameters; ~10 FLOPs per parameter.
 constexpr double kAdamFlopsPerParam = 10.0;
 constexpr double kSgdFlopsPerParam = 4.0;
-constexpr double kLossScaleBytes = 8.0;   // fp16 scale + found-inf flag
-constexpr double kFoundInfBytes = 4.0;    // one float all-reduced (max) across ranks
+constexpr double kLossScaleBytes = 8.0;  // fp16 scale + found-inf flag
+constexpr double kFoundInfBytes = 4.0;   // one float all-reduced (max) across ranks
 
 struct BucketPlan {
   std::vector<int> units;  // in backward order
@@ -198,9 +198,9 @@ class Builder {
     return plan_.ops.back().id;
   }
 
-  OpId emit_collective(int rank, Stream stream, CollectiveKind kind, CommPurpose purpose,
-                       int group, double bytes, int bucket, int u0, int u1,
-                       const std::vector<OpId>& deps, const std::vector<MemEffect>& effects) {
+  OpId emit_collective(int rank, Stream stream, CollectiveKind kind, CommPurpose purpose, int group,
+                       double bytes, int bucket, int u0, int u1, const std::vector<OpId>& deps,
+                       const std::vector<MemEffect>& effects) {
     // Members of a group emit their collectives in the same order: the n-th collective a
     // rank emits on a group is the n-th instance of that group.
     const int seq = next_seq_[{rank, group}]++;
@@ -279,7 +279,7 @@ class Builder {
     c.kernels = 0;
     for (int u = u0; u < u1; ++u) {
       const Unit& unit = plan_.layout.units[u];
-      const int fwd_kernels = u == 0 ? kEmbeddingKernels
+      const int fwd_kernels = u == 0      ? kEmbeddingKernels
                               : u == last ? kHeadForwardKernels
                                           : kBlockForwardKernels;
       switch (phase) {
@@ -304,8 +304,8 @@ class Builder {
         default:
           break;
       }
-      if (unit.gemm_dim > 0) c.gemm_dim = c.gemm_dim > 0 ? std::min(c.gemm_dim, unit.gemm_dim)
-                                                         : unit.gemm_dim;
+      if (unit.gemm_dim > 0)
+        c.gemm_dim = c.gemm_dim > 0 ? std::min(c.gemm_dim, unit.gemm_dim) : unit.gemm_dim;
     }
     c.kernels = std::max(c.kernels, 1);
     return c;
@@ -365,8 +365,8 @@ class Builder {
     };
 
     OpId last_compute = kNoOp;
-    std::vector<OpId> grad_sync_ops;   // collectives the optimizer waits for
-    std::vector<Gather> gathers;       // gather stream, in need order
+    std::vector<OpId> grad_sync_ops;  // collectives the optimizer waits for
+    std::vector<Gather> gathers;      // gather stream, in need order
     // Units gathered and kept from forward to backward (SHARD_GRAD_OP): (mb, unit).
     std::set<std::pair<int, int>> kept;
 
@@ -378,10 +378,10 @@ class Builder {
       const int limit = k - 1 - st.prefetch;
       if (limit >= 0) deps.push_back(gather_consumer_[rank][limit]);
       const double bytes = pc * L.units[unit].params;
-      const OpId g = emit_collective(rank, Stream::gather, CollectiveKind::all_gather,
-                                     CommPurpose::param_gather, shard_group_[rank], bytes, unit,
-                                     unit, unit + 1, deps,
-                                     {{TensorClass::gathered_params, bytes, false}});
+      const OpId g =
+          emit_collective(rank, Stream::gather, CollectiveKind::all_gather,
+                          CommPurpose::param_gather, shard_group_[rank], bytes, unit, unit,
+                          unit + 1, deps, {{TensorClass::gathered_params, bytes, false}});
       gathers.push_back({unit, g});
       gather_consumer_[rank].push_back(kNoOp);  // filled by the consumer
       return g;
@@ -455,15 +455,14 @@ class Builder {
           const bool was_kept = kept.erase({item.microbatch, u}) > 0;
           if (shard_params && !was_kept) g = gather_for(u);
           if (recompute && unit.recompute_flops > 0) {
-            last_compute = emit(
-                rank, Stream::compute,
-                compute_op(Phase::recompute, stage, item.chunk, item.microbatch, u, u + 1),
-                {last_compute, dep, g},
-                {{TensorClass::activations, unit.full_act_bytes - unit.act_bytes, false}});
+            last_compute =
+                emit(rank, Stream::compute,
+                     compute_op(Phase::recompute, stage, item.chunk, item.microbatch, u, u + 1),
+                     {last_compute, dep, g},
+                     {{TensorClass::activations, unit.full_act_bytes - unit.act_bytes, false}});
           }
-          std::vector<MemEffect> fx = {
-              {TensorClass::activations, -(recompute ? unit.full_act_bytes : unit.act_bytes),
-               true}};
+          std::vector<MemEffect> fx = {{TensorClass::activations,
+                                        -(recompute ? unit.full_act_bytes : unit.act_bytes), true}};
           if (shard_params) fx.push_back({TensorClass::gathered_params, -pbytes, true});
           if (shard_grads) fx.push_back({TensorClass::comm_buckets, pbytes, true});
           prev = emit(rank, Stream::compute,
@@ -486,8 +485,8 @@ class Builder {
       const double bytes =
           pc * static_cast<double>(s_.model.vocab) * static_cast<double>(s_.model.hidden);
       grad_sync_ops.push_back(emit_collective(rank, Stream::collective, CollectiveKind::all_reduce,
-                                              CommPurpose::tied_embedding, tied_group_[rank],
-                                              bytes, -1, 0, 0, {last_compute}, {}));
+                                              CommPurpose::tied_embedding, tied_group_[rank], bytes,
+                                              -1, 0, 0, {last_compute}, {}));
     }
     std::vector<OpId> before_step = grad_sync_ops;
     before_step.push_back(last_compute);
@@ -505,14 +504,15 @@ class Builder {
       before_step = {last_compute};
       if (group_size(world_group_) > 1) {
         before_step.push_back(emit_collective(rank, Stream::collective, CollectiveKind::all_reduce,
-                                              CommPurpose::found_inf, world_group_,
-                                              kFoundInfBytes, -1, 0, 0, {last_compute}, {}));
+                                              CommPurpose::found_inf, world_group_, kFoundInfBytes,
+                                              -1, 0, 0, {last_compute}, {}));
       }
     }
     const OpId step = emit(rank, Stream::compute, optimizer_op(rank, stage), before_step, {});
 
     // ZeRO-1/2: every rank updated its shard; gather the updated parameters.
-    if (sync_grads && spec::shards_optimizer(st.sharding) && !spec::shards_parameters(st.sharding)) {
+    if (sync_grads && spec::shards_optimizer(st.sharding) &&
+        !spec::shards_parameters(st.sharding)) {
       for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {
         const auto& bk = buckets[b];
         const auto [lo, hi] = std::minmax_element(bk.units.begin(), bk.units.end());
@@ -575,14 +575,14 @@ class Builder {
     return n;
   }
 
-  void launch_bucket(int rank, const BucketPlan& bucket, int index, bool reduce_scatter,
-                     OpId after, std::vector<OpId>& sync_ops) {
+  void launch_bucket(int rank, const BucketPlan& bucket, int index, bool reduce_scatter, OpId after,
+                     std::vector<OpId>& sync_ops) {
     const double bytes = compute_bytes() * bucket.params;
     const auto [lo, hi] = std::minmax_element(bucket.units.begin(), bucket.units.end());
     if (!reduce_scatter && !spec::shards_optimizer(s_.strategy.sharding)) {
       sync_ops.push_back(emit_collective(rank, Stream::collective, CollectiveKind::all_reduce,
-                                         CommPurpose::grad_sync, dp_group_[rank], bytes, index,
-                                         *lo, *hi + 1, {after}, {}));
+                                         CommPurpose::grad_sync, dp_group_[rank], bytes, index, *lo,
+                                         *hi + 1, {after}, {}));
       return;
     }
     // ZeRO-1 reduce-scatters the accumulated full gradients once; ZeRO-2/3 and FSDP do it
@@ -594,10 +594,10 @@ class Builder {
                                        *lo, *hi + 1, {after}, fx));
     if (replica_group_[rank] >= 0 && group_size(replica_group_[rank]) > 1) {
       // HYBRID_SHARD: the shards are then all-reduced across the node replicas.
-      sync_ops.push_back(emit_collective(
-          rank, Stream::collective, CollectiveKind::all_reduce, CommPurpose::grad_sync,
-          replica_group_[rank], bytes / group_size(shard_group_[rank]), index, *lo, *hi + 1,
-          {sync_ops.back()}, {}));
+      sync_ops.push_back(emit_collective(rank, Stream::collective, CollectiveKind::all_reduce,
+                                         CommPurpose::grad_sync, replica_group_[rank],
+                                         bytes / group_size(shard_group_[rank]), index, *lo,
+                                         *hi + 1, {sync_ops.back()}, {}));
     }
   }
 
@@ -617,10 +617,10 @@ class Builder {
   std::map<std::vector<int>, int> group_index_;
   int world_group_ = 0;
   std::vector<int> dp_group_, shard_group_, replica_group_, tied_group_;
-  std::map<std::pair<int, int>, int> next_seq_;            // (rank, group) → next sequence
-  std::map<std::pair<int, int>, int> instance_index_;      // (group, sequence) → instance
+  std::map<std::pair<int, int>, int> next_seq_;        // (rank, group) → next sequence
+  std::map<std::pair<int, int>, int> instance_index_;  // (group, sequence) → instance
   std::map<std::tuple<int, int, bool, int, int>, int> transfer_index_;
-  std::map<int, std::vector<OpId>> gather_consumer_;       // rank → consumer of each gather
+  std::map<int, std::vector<OpId>> gather_consumer_;  // rank → consumer of each gather
 };
 
 }  // namespace

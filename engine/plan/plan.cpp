@@ -4,58 +4,86 @@ namespace stratagem::plan {
 
 const char* to_string(Stream s) {
   switch (s) {
-    case Stream::compute: return "compute";
-    case Stream::collective: return "collective";
-    case Stream::gather: return "gather";
-    case Stream::p2p: return "p2p";
+    case Stream::compute:
+      return "compute";
+    case Stream::collective:
+      return "collective";
+    case Stream::gather:
+      return "gather";
+    case Stream::p2p:
+      return "p2p";
   }
   return "?";
 }
 
 const char* to_string(TensorClass c) {
   switch (c) {
-    case TensorClass::params: return "params";
-    case TensorClass::grads: return "grads";
-    case TensorClass::optimizer: return "optimizer";
-    case TensorClass::master_weights: return "master_weights";
-    case TensorClass::activations: return "activations";
-    case TensorClass::gathered_params: return "gathered_params";
-    case TensorClass::comm_buckets: return "comm_buckets";
-    case TensorClass::loss_scale: return "loss_scale";
-    case TensorClass::count: break;
+    case TensorClass::params:
+      return "params";
+    case TensorClass::grads:
+      return "grads";
+    case TensorClass::optimizer:
+      return "optimizer";
+    case TensorClass::master_weights:
+      return "master_weights";
+    case TensorClass::activations:
+      return "activations";
+    case TensorClass::gathered_params:
+      return "gathered_params";
+    case TensorClass::comm_buckets:
+      return "comm_buckets";
+    case TensorClass::loss_scale:
+      return "loss_scale";
+    case TensorClass::count:
+      break;
   }
   return "?";
 }
 
 const char* to_string(Phase p) {
   switch (p) {
-    case Phase::forward: return "forward";
-    case Phase::backward: return "backward";
-    case Phase::backward_input: return "backward_input";
-    case Phase::backward_weight: return "backward_weight";
-    case Phase::recompute: return "recompute";
-    case Phase::optimizer: return "optimizer";
-    case Phase::loss_scale_check: return "loss_scale_check";
+    case Phase::forward:
+      return "forward";
+    case Phase::backward:
+      return "backward";
+    case Phase::backward_input:
+      return "backward_input";
+    case Phase::backward_weight:
+      return "backward_weight";
+    case Phase::recompute:
+      return "recompute";
+    case Phase::optimizer:
+      return "optimizer";
+    case Phase::loss_scale_check:
+      return "loss_scale_check";
   }
   return "?";
 }
 
 const char* to_string(CollectiveKind k) {
   switch (k) {
-    case CollectiveKind::all_reduce: return "all_reduce";
-    case CollectiveKind::reduce_scatter: return "reduce_scatter";
-    case CollectiveKind::all_gather: return "all_gather";
-    case CollectiveKind::broadcast: return "broadcast";
+    case CollectiveKind::all_reduce:
+      return "all_reduce";
+    case CollectiveKind::reduce_scatter:
+      return "reduce_scatter";
+    case CollectiveKind::all_gather:
+      return "all_gather";
+    case CollectiveKind::broadcast:
+      return "broadcast";
   }
   return "?";
 }
 
 const char* to_string(CommPurpose p) {
   switch (p) {
-    case CommPurpose::grad_sync: return "grad_sync";
-    case CommPurpose::param_gather: return "param_gather";
-    case CommPurpose::tied_embedding: return "tied_embedding";
-    case CommPurpose::found_inf: return "found_inf";
+    case CommPurpose::grad_sync:
+      return "grad_sync";
+    case CommPurpose::param_gather:
+      return "param_gather";
+    case CommPurpose::tied_embedding:
+      return "tied_embedding";
+    case CommPurpose::found_inf:
+      return "found_inf";
   }
   return "?";
 }

@@ -48,7 +48,13 @@ inline constexpr int kTensorClassCount = static_cast<int>(TensorClass::count);
 const char* to_string(TensorClass c);
 
 enum class Phase : std::uint8_t {
-  forward, backward, backward_input, backward_weight, recompute, optimizer, loss_scale_check
+  forward,
+  backward,
+  backward_input,
+  backward_weight,
+  recompute,
+  optimizer,
+  loss_scale_check
 };
 const char* to_string(Phase p);
 
@@ -67,46 +73,46 @@ const char* to_string(CommPurpose p);
 struct Compute {
   Phase phase = Phase::forward;
   int stage = 0;
-  int chunk = 0;            ///< virtual pipeline chunk on this rank (interleaved)
-  int microbatch = -1;      ///< -1 for per-step ops (optimizer, loss-scale check)
-  int unit_begin = 0;       ///< units [unit_begin, unit_end): 0 embedding, 1..L blocks, L+1 head
+  int chunk = 0;        ///< virtual pipeline chunk on this rank (interleaved)
+  int microbatch = -1;  ///< -1 for per-step ops (optimizer, loss-scale check)
+  int unit_begin = 0;   ///< units [unit_begin, unit_end): 0 embedding, 1..L blocks, L+1 head
   int unit_end = 0;
   double flops = 0;
-  double bytes = 0;         ///< HBM bytes of its memory-bound (non-GEMM) kernels
-  double gemm_dim = 0;      ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
-  int kernels = 1;          ///< kernel launches (launch overhead)
+  double bytes = 0;     ///< HBM bytes of its memory-bound (non-GEMM) kernels
+  double gemm_dim = 0;  ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
+  int kernels = 1;      ///< kernel launches (launch overhead)
   spec::DType dtype = spec::DType::fp32;
-  bool on_host = false;     ///< runs on the CPU (optimizer offload)
+  bool on_host = false;  ///< runs on the CPU (optimizer offload)
 };
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::all_reduce;
   CommPurpose purpose = CommPurpose::grad_sync;
-  int group = 0;            ///< index into StepPlan::groups
-  int instance = 0;         ///< index into StepPlan::collectives (same on every member)
-  double bytes = 0;         ///< full (unsharded) buffer size S on each rank
+  int group = 0;     ///< index into StepPlan::groups
+  int instance = 0;  ///< index into StepPlan::collectives (same on every member)
+  double bytes = 0;  ///< full (unsharded) buffer size S on each rank
   spec::DType dtype = spec::DType::fp32;
-  int bucket = -1;          ///< gradient bucket or unit index, -1 if none
-  int unit_begin = 0;       ///< units whose tensors it carries
+  int bucket = -1;     ///< gradient bucket or unit index, -1 if none
+  int unit_begin = 0;  ///< units whose tensors it carries
   int unit_end = 0;
 };
 
 struct P2P {
   bool send = true;
   int peer = 0;
-  int transfer = 0;         ///< index into StepPlan::transfers
+  int transfer = 0;  ///< index into StepPlan::transfers
   double bytes = 0;
   int microbatch = 0;
   int chunk = 0;
-  bool gradient = false;    ///< false: activations going forward; true: gradients going back
+  bool gradient = false;  ///< false: activations going forward; true: gradients going back
 };
 
 using Payload = std::variant<Compute, Collective, P2P>;
 
 struct MemEffect {
   TensorClass cls = TensorClass::activations;
-  double bytes = 0;   ///< positive: allocate, negative: free
-  bool at_end = true; ///< applied when the op ends (else when it starts)
+  double bytes = 0;    ///< positive: allocate, negative: free
+  bool at_end = true;  ///< applied when the op ends (else when it starts)
 };
 
 struct Op {
@@ -141,20 +147,20 @@ struct Transfer {
 };
 
 struct RankCoord {
-  int dp = 0;       ///< index in the data-parallel group
-  int stage = 0;    ///< pipeline stage
+  int dp = 0;     ///< index in the data-parallel group
+  int stage = 0;  ///< pipeline stage
   int node = 0;
   int local_rank = 0;
 };
 
 /// A model unit: the granularity of compute ops and of parameter sharding.
 struct Unit {
-  std::string name;          ///< "embedding", "block 3", "head"
-  double params = 0;         ///< parameters this unit owns on its stage
-  double fwd_flops = 0;      ///< forward FLOPs per micro-batch
-  double act_bytes = 0;      ///< activations kept for backward per micro-batch
-  double full_act_bytes = 0; ///< activations without recomputation (what recompute rebuilds)
-  double recompute_flops = 0;///< FLOPs a recompute op spends per micro-batch
+  std::string name;            ///< "embedding", "block 3", "head"
+  double params = 0;           ///< parameters this unit owns on its stage
+  double fwd_flops = 0;        ///< forward FLOPs per micro-batch
+  double act_bytes = 0;        ///< activations kept for backward per micro-batch
+  double full_act_bytes = 0;   ///< activations without recomputation (what recompute rebuilds)
+  double recompute_flops = 0;  ///< FLOPs a recompute op spends per micro-batch
   double gemm_dim = 0;
 };
 
@@ -163,8 +169,8 @@ struct Unit {
 /// Megatron-LM), so a data-parallel group of ≤ gpus_per_node stays inside a node.
 struct Layout {
   int world = 1, dp = 1, pp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
-  std::vector<RankCoord> coords;                 ///< per rank
-  std::vector<Unit> units;                       ///< 0 embedding, 1..L blocks, L+1 head
+  std::vector<RankCoord> coords;  ///< per rank
+  std::vector<Unit> units;        ///< 0 embedding, 1..L blocks, L+1 head
   /// stage_chunk_units[stage][chunk] = [begin, end) of units; virtual stage = chunk·pp+stage
   std::vector<std::vector<std::pair<int, int>>> stage_chunk_units;
   int rank_of(int stage, int dp_index) const { return stage * dp + dp_index; }
@@ -175,7 +181,7 @@ struct RankInfo {
   std::array<double, kTensorClassCount> initial{};  ///< resident GPU bytes per class
   double host_bytes = 0;                            ///< offloaded to CPU memory
   std::array<std::vector<OpId>, kStreamCount> streams;
-  bool built = false;  ///< false for folded replicas (their representative has the ops)
+  bool built = false;      ///< false for folded replicas (their representative has the ops)
   int representative = 0;  ///< the built rank with identical ops and timing
 };
 
@@ -189,7 +195,7 @@ struct StepPlan {
   std::vector<CollectiveInstance> collectives;
   std::vector<Transfer> transfers;
   std::vector<RankInfo> ranks;
-  bool folded = false;  ///< only data-parallel index 0 of each stage was built
+  bool folded = false;              ///< only data-parallel index 0 of each stage was built
   double model_flops_per_step = 0;  ///< 6·N·tokens + attention, without recomputation
 
   std::span<const OpId> deps_of(const Op& op) const {

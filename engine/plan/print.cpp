@@ -107,24 +107,37 @@ nlohmann::json rank_to_json(const StepPlan& plan, int rank) {
     for (int st = 0; st < kStreamCount; ++st) {
       for (OpId id : info.streams[st]) {
         const Op& op = plan.ops[id];
-        nlohmann::json j = {{"id", op.id}, {"stream", to_string(op.stream)}, {"kind", kind_label(op)}};
+        nlohmann::json j = {
+            {"id", op.id}, {"stream", to_string(op.stream)}, {"kind", kind_label(op)}};
         if (const auto* x = std::get_if<Compute>(&op.payload)) {
-          j.update({{"stage", x->stage}, {"chunk", x->chunk}, {"microbatch", x->microbatch},
-                    {"units", {x->unit_begin, x->unit_end}}, {"flops", x->flops},
-                    {"bytes", x->bytes}, {"on_host", x->on_host}});
+          j.update({{"stage", x->stage},
+                    {"chunk", x->chunk},
+                    {"microbatch", x->microbatch},
+                    {"units", {x->unit_begin, x->unit_end}},
+                    {"flops", x->flops},
+                    {"bytes", x->bytes},
+                    {"on_host", x->on_host}});
         } else if (const auto* x = std::get_if<Collective>(&op.payload)) {
-          j.update({{"bytes", x->bytes}, {"group", plan.groups[x->group].ranks},
-                    {"group_label", plan.groups[x->group].label}, {"purpose", to_string(x->purpose)},
-                    {"bucket", x->bucket}, {"units", {x->unit_begin, x->unit_end}}});
+          j.update({{"bytes", x->bytes},
+                    {"group", plan.groups[x->group].ranks},
+                    {"group_label", plan.groups[x->group].label},
+                    {"purpose", to_string(x->purpose)},
+                    {"bucket", x->bucket},
+                    {"units", {x->unit_begin, x->unit_end}}});
         } else {
           const auto& p = std::get<P2P>(op.payload);
-          j.update({{"peer", p.peer}, {"bytes", p.bytes}, {"microbatch", p.microbatch},
-                    {"chunk", p.chunk}, {"gradient", p.gradient}, {"transfer", p.transfer}});
+          j.update({{"peer", p.peer},
+                    {"bytes", p.bytes},
+                    {"microbatch", p.microbatch},
+                    {"chunk", p.chunk},
+                    {"gradient", p.gradient},
+                    {"transfer", p.transfer}});
         }
         j["deps"] = std::vector<OpId>(plan.deps_of(op).begin(), plan.deps_of(op).end());
         nlohmann::json fx = nlohmann::json::array();
         for (const auto& e : plan.effects_of(op)) {
-          fx.push_back({{"class", to_string(e.cls)}, {"bytes", e.bytes},
+          fx.push_back({{"class", to_string(e.cls)},
+                        {"bytes", e.bytes},
                         {"at", e.at_end ? "end" : "start"}});
         }
         if (!fx.empty()) j["memory"] = fx;
@@ -132,9 +145,15 @@ nlohmann::json rank_to_json(const StepPlan& plan, int rank) {
       }
     }
   }
-  return {{"rank", rank},          {"stage", c.stage},  {"dp_index", c.dp},
-          {"node", c.node},        {"built", info.built}, {"representative", info.representative},
-          {"resident", resident},  {"host_bytes", info.host_bytes}, {"ops", ops}};
+  return {{"rank", rank},
+          {"stage", c.stage},
+          {"dp_index", c.dp},
+          {"node", c.node},
+          {"built", info.built},
+          {"representative", info.representative},
+          {"resident", resident},
+          {"host_bytes", info.host_bytes},
+          {"ops", ops}};
 }
 
 }  // namespace stratagem::plan

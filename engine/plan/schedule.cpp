@@ -63,9 +63,12 @@ std::vector<ScheduleItem> interleaved(int pp, int stage, int chunks, int microba
 std::vector<ScheduleItem> schedule_order(spec::Schedule schedule, int pp, int stage, int chunks,
                                          int microbatches) {
   switch (schedule) {
-    case spec::Schedule::gpipe: return gpipe(microbatches);
-    case spec::Schedule::one_f_one_b: return one_f_one_b(pp, stage, microbatches);
-    case spec::Schedule::interleaved: return interleaved(pp, stage, chunks, microbatches);
+    case spec::Schedule::gpipe:
+      return gpipe(microbatches);
+    case spec::Schedule::one_f_one_b:
+      return one_f_one_b(pp, stage, microbatches);
+    case spec::Schedule::interleaved:
+      return interleaved(pp, stage, chunks, microbatches);
   }
   return {};
 }

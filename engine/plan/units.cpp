@@ -23,14 +23,17 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   Unit block;
   block.params = spec::block_params(m);
   block.fwd_flops = tokens * spec::block_forward_flops_per_token(m, s.training.seq_len);
-  block.act_bytes = spec::activation_bytes_per_layer(m, s.training.seq_len,
-                                                     s.strategy.micro_batch_size,
-                                                     s.strategy.recompute, elem);
+  block.act_bytes = spec::activation_bytes_per_layer(
+      m, s.training.seq_len, s.strategy.micro_batch_size, s.strategy.recompute, elem);
   block.full_act_bytes = spec::activation_bytes_per_layer(
       m, s.training.seq_len, s.strategy.micro_batch_size, spec::Recompute::none, elem);
   switch (s.strategy.recompute) {
-    case spec::Recompute::none: block.recompute_flops = 0; break;
-    case spec::Recompute::full: block.recompute_flops = block.fwd_flops; break;
+    case spec::Recompute::none:
+      block.recompute_flops = 0;
+      break;
+    case spec::Recompute::full:
+      block.recompute_flops = block.fwd_flops;
+      break;
     case spec::Recompute::selective:
       // Only the attention core (softmax(QKᵀ)·V) is recomputed: 4·b·s²·h FLOPs.
       block.recompute_flops = 4.0 * tokens * seq * static_cast<double>(m.hidden);
@@ -52,9 +55,9 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   }
   head.fwd_flops = tokens * spec::head_forward_flops_per_token(m);
   head.act_bytes = head.full_act_bytes =
-      m.vocab > 0 ? spec::head_activation_bytes(m, s.training.seq_len, s.strategy.micro_batch_size,
-                                                elem)
-                  : 0.0;
+      m.vocab > 0
+          ? spec::head_activation_bytes(m, s.training.seq_len, s.strategy.micro_batch_size, elem)
+          : 0.0;
   head.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
   units.push_back(head);
   return units;
@@ -70,8 +73,8 @@ std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, i
     const int blocks = base + (vs < extra ? 1 : 0);
     int begin = next_block, end = next_block + blocks;
     next_block = end;
-    if (vs == 0) begin = 0;                           // the embedding goes first
-    if (vs == virtual_stages - 1) end = layers + 2;   // the head goes last
+    if (vs == 0) begin = 0;                          // the embedding goes first
+    if (vs == virtual_stages - 1) end = layers + 2;  // the head goes last
     out[vs % pp][vs / pp] = {begin, end};
   }
   return out;

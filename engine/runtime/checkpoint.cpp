@@ -90,6 +90,15 @@ at::Tensor cpu_rng_state() {
   return at::detail::getDefaultCPUGenerator().get_state();
 }
 
+// A small CPU tensor all-reduced over the world on the communicator's device (NCCL takes CUDA
+// tensors only), returned on the CPU.
+at::Tensor all_reduced(Communicator& comm, const at::Tensor& t, ReduceOp op,
+                       const c10::Device& device) {
+  at::Tensor d = t.to(device);
+  comm.all_reduce(d, GroupSpec{}, op)->wait();
+  return d.cpu();
+}
+
 struct Entry {
   std::string name;
   at::Tensor tensor;  // the live tensor (device) to save from or load into
@@ -192,7 +201,7 @@ void save_checkpoint(const std::string& dir, std::int64_t step, Executor& ex, Co
   auto info = at::zeros({world, 2}, at::TensorOptions().dtype(at::kLong));
   info[rank][0].fill_(static_cast<std::int64_t>(bytes.size()));
   info[rank][1].fill_(static_cast<std::int64_t>(sum));
-  comm.all_reduce(info, GroupSpec{}, ReduceOp::sum)->wait();
+  info = all_reduced(comm, info, ReduceOp::sum, ex.units().device());
   // The manifest marks the checkpoint complete: the first rank of each node writes it once
   // every rank's file is in place (the all-reduce above is the barrier).
   if (ex.plan().layout.coords[rank].local_rank == 0) {
@@ -240,7 +249,7 @@ std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator&
   // All ranks must resume the same step.
   auto agree = at::full({2}, static_cast<double>(step), at::TensorOptions().dtype(at::kDouble));
   agree[1].fill_(-static_cast<double>(step));
-  comm.all_reduce(agree, GroupSpec{}, ReduceOp::max)->wait();
+  agree = all_reduced(comm, agree, ReduceOp::max, ex.units().device());
   if (agree[0].item<double>() != -agree[1].item<double>()) {
     throw RuntimeError("ranks see different newest checkpoints in " + dir +
                        " (is the directory shared by all machines?)");

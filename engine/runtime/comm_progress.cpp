@@ -77,7 +77,8 @@ RankProgress RankProgress::parse(const std::string& text) {
   return p;
 }
 
-std::string describe_laggards(const std::vector<int>& group, std::uint64_t seq, int self,
+std::string describe_laggards(const std::vector<int>& group, std::uint64_t seq,
+                              const std::string& op, int self,
                               const std::map<int, std::optional<RankProgress>>& records) {
   const std::string key = group_key(group);
   std::ostringstream s;
@@ -107,6 +108,11 @@ std::string describe_laggards(const std::vector<int>& group, std::uint64_t seq, 
       }
       if (p.running) s << ", executing " << describe(*p.running);
       s << ")";
+    } else if (p.running && p.running->group == key && p.running->seq == seq &&
+               p.running->op != op) {
+      sep();
+      s << "rank " << r << " is executing " << describe(*p.running) << " where this rank has " << op
+        << ": the ranks issued different collectives";
     } else if (p.running && !(p.running->group == key && p.running->seq == seq)) {
       sep();
       s << "rank " << r << " issued it but is still executing " << describe(*p.running);
@@ -201,7 +207,8 @@ void ProgressBoard::publish_loop() {
   }
 }
 
-std::string ProgressBoard::diagnose(const std::vector<int>& group, std::uint64_t seq) {
+std::string ProgressBoard::diagnose(const std::vector<int>& group, std::uint64_t seq,
+                                    const std::string& op) {
   std::map<int, std::optional<RankProgress>> records;
   try {
     std::lock_guard<std::mutex> store_lock(store_mu_);
@@ -211,7 +218,7 @@ std::string ProgressBoard::diagnose(const std::vector<int>& group, std::uint64_t
   } catch (const std::exception& e) {
     return std::string("the other ranks' progress is unavailable (") + e.what() + ")";
   }
-  return describe_laggards(group, seq, rank_, records);
+  return describe_laggards(group, seq, op, rank_, records);
 }
 
 }  // namespace stratagem::runtime

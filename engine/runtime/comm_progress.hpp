@@ -44,11 +44,13 @@ struct RankProgress {
   static RankProgress parse(const std::string& text);
 };
 
-/// A sentence for the error of op `seq` on `group` (key `key`), from the members' records
-/// (nullopt: no record). Example: "rank 2 has not reached it (last issued: reduce_scatter #3 on
-/// [0,2]); rank 3 has not reached it (issued no collective yet)". Members that reached it and
-/// are not busy elsewhere are left out; `self` is skipped.
-std::string describe_laggards(const std::vector<int>& group, std::uint64_t seq, int self,
+/// A sentence for the error of collective `op` number `seq` on `group`, from the members'
+/// records (nullopt: no record). Example: "rank 2 has not reached it (last issued:
+/// reduce_scatter #3 on [0,2]); rank 3 has not reached it (issued no collective yet)". Members
+/// that reached it and are not busy elsewhere are left out; `self` is skipped. A member
+/// executing a different op at the same place is called out as a mismatch.
+std::string describe_laggards(const std::vector<int>& group, std::uint64_t seq,
+                              const std::string& op, int self,
                               const std::map<int, std::optional<RankProgress>>& records);
 
 /// "rank 2: last issued all_reduce #3 on [0,2], executing ..., last p2p: ..." for a rank
@@ -71,9 +73,9 @@ class ProgressBoard {
   void set_failed(const std::string& why);
   void note_p2p(const std::string& what);
 
-  /// The laggard sentence for op `seq` on `group`, reading the other members' records from
-  /// the store (bounded wait; an unreachable store is said so).
-  std::string diagnose(const std::vector<int>& group, std::uint64_t seq);
+  /// The laggard sentence for collective `op` number `seq` on `group`, reading the other members'
+  /// records from the store (bounded wait; an unreachable store is said so).
+  std::string diagnose(const std::vector<int>& group, std::uint64_t seq, const std::string& op);
   /// describe_peer() for `rank`, from the store.
   std::string diagnose_peer(int rank);
 

@@ -55,7 +55,8 @@ class Communicator {
   virtual WorkPtr all_gather(at::Tensor output, at::Tensor input, const GroupSpec& group) = 0;
   /// `root` is a global rank, member of `group`.
   virtual WorkPtr broadcast(at::Tensor tensor, int root, const GroupSpec& group) = 0;
-  /// Point-to-point; `tag` pairs a send with its recv (the plan's transfer index).
+  /// Point-to-point; `tag` pairs a send with its recv (the plan's transfer index). NCCL pairs
+  /// them by order between two ranks, so post them in the same order on both sides.
   virtual WorkPtr send(at::Tensor tensor, int peer, std::uint32_t tag) = 0;
   virtual WorkPtr recv(at::Tensor tensor, int peer, std::uint32_t tag) = 0;
   /// Blocks until every member of `group` reached it (ordered after this rank's collectives

@@ -385,7 +385,8 @@ Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, con
     for (OpId id : rank_ops(plan, rank)) {
       const auto* c = std::get_if<plan::Collective>(&plan.ops[id].payload);
       if (c && c->purpose == plan::CommPurpose::tied_embedding) {
-        throw RuntimeError(
+        throw SpecError(
+            "strategy.sharding",
             "tied embeddings across pipeline stages with a sharded optimizer: the plan sums the "
             "two copies' gradients after the data-parallel reduce-scatter, when each rank holds "
             "only a shard, which cannot be executed exactly; untie the embeddings "

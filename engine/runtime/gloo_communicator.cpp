@@ -302,9 +302,9 @@ class GlooCore final : public Communicator, public std::enable_shared_from_this<
     op.text = "gloo " + op_text(name, op.seq, group, t);
     op.body = std::move(body);
     op.work = std::make_shared<AsyncWork>(
-        op.text, rank_, o_.timeout, [self = weak_from_this(), group, seq = op.seq] {
+        op.text, rank_, o_.timeout, [self = weak_from_this(), group, seq = op.seq, name] {
           auto core = self.lock();
-          return core ? core->progress_->diagnose(group, seq) : std::string();
+          return core ? core->progress_->diagnose(group, seq, name) : std::string();
         });
     auto work = op.work;
     queue_.push_back(std::move(op));
@@ -323,7 +323,7 @@ class GlooCore final : public Communicator, public std::enable_shared_from_this<
       op.work->complete();
     } catch (const std::exception& e) {
       std::string msg = op.text + " failed on rank " + std::to_string(rank_) + ": " + e.what();
-      const std::string laggards = progress_->diagnose(op.group, op.seq);
+      const std::string laggards = progress_->diagnose(op.group, op.seq, op.name);
       if (!laggards.empty()) msg += "; " + laggards;
       progress_->set_failed(op.text + ": " + e.what());
       op.work->fail(msg);

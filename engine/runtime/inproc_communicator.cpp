@@ -212,7 +212,7 @@ class InprocWorld : public std::enable_shared_from_this<InprocWorld> {
     std::lock_guard<std::mutex> lock(mu_);
     std::map<int, std::optional<RankProgress>> records;
     for (int r : round.group) records[r] = progress_[static_cast<std::size_t>(r)];
-    return describe_laggards(round.group, round.seq, self, records);
+    return describe_laggards(round.group, round.seq, round.op, self, records);
   }
 
   // Under mu_: every member has arrived.

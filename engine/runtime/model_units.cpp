@@ -333,7 +333,9 @@ UnitGrads GptUnits::backward(UnitActivation& a, const at::Tensor& grad_output) c
   }
   if (g.input.defined()) g.input = to_boundary(g.input);
   // The graph is spent: drop everything it held.
-  a = UnitActivation{a.unit};
+  const int unit = a.unit;
+  a = UnitActivation();
+  a.unit = unit;
   return g;
 }
 

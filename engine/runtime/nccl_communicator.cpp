@@ -32,6 +32,22 @@ void nccl_check(ncclResult_t r, const std::string& what) {
   if (r != ncclSuccess) throw RuntimeError("NCCL: " + what + ": " + ncclGetErrorString(r));
 }
 
+// Makes `device` current for the scope (events and the default stream are per device) and
+// restores the caller's device after.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int device) {
+    cudaGetDevice(&previous_);
+    if (previous_ != device) cudaSetDevice(device);
+  }
+  ~DeviceScope() { cudaSetDevice(previous_); }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+
+ private:
+  int previous_ = 0;
+};
+
 ncclDataType_t nccl_type(at::ScalarType t, const std::string& op) {
   switch (t) {
     case at::kFloat:
@@ -334,6 +350,7 @@ class NcclCommunicator final : public Communicator {
                   std::vector<at::Tensor> keep, Launch launch) {
     // Numbered, stream-ordered and queued under one lock, so the worker launches the ops in
     // the order of their sequence numbers even with several issuing threads.
+    DeviceScope on_device(device_);
     std::unique_lock<std::mutex> lock(mu_);
     Op op;
     op.group = group;
@@ -343,9 +360,9 @@ class NcclCommunicator final : public Communicator {
     op.launch = std::move(launch);
     op.work = std::make_shared<NcclWork>(
         op.text, rank_, timeout_,
-        [board = std::weak_ptr<ProgressBoard>(progress_), group, seq] {
+        [board = std::weak_ptr<ProgressBoard>(progress_), group, seq, name] {
           auto b = board.lock();
-          return b ? b->diagnose(group, seq) : std::string();
+          return b ? b->diagnose(group, seq, name) : std::string();
         },
         std::move(keep), aborted_);
     auto work = op.work;
@@ -408,6 +425,7 @@ class NcclCommunicator final : public Communicator {
     // direction the other, so a send and a recv between the same two ranks never queue
     // behind each other.
     const bool up = is_send ? rank_ < peer : peer < rank_;
+    DeviceScope on_device(device_);
     std::lock_guard<std::mutex> lock(p2p_mu_);
     launch_on(
         up ? up_stream_ : down_stream_, up ? up_ : down_, record_ready(),

@@ -52,6 +52,8 @@ TrainResult Trainer::run() {
   TrainResult r;
   std::int64_t step = 0;
   if (!options_.resume_dir.empty()) {
+    if (options_.on_activity)
+      options_.on_activity("loading checkpoint from " + options_.resume_dir);
     step = load_checkpoint(options_.resume_dir, *executor_, comm_);
   }
   r.first_step = step;
@@ -61,6 +63,8 @@ TrainResult Trainer::run() {
       for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // until killed
     }
     StepOutcome out = executor_->step(step);
+    if (options_.on_activity)
+      options_.on_activity("loss all-reduce of step " + std::to_string(step + 1));
     const double loss = agree_loss(out);
     r.losses.push_back(loss);
     r.step_seconds.push_back(out.seconds);
@@ -75,6 +79,9 @@ TrainResult Trainer::run() {
       SaveOptions so;
       so.kill_after_temp_file = options_.kill_during_save_step == step + 1 &&
                                 comm_.rank() == options_.kill_during_save_rank;
+      if (options_.on_activity) {
+        options_.on_activity("saving checkpoint step-" + std::to_string(step + 1));
+      }
       save_checkpoint(options_.save_dir, step + 1, *executor_, comm_, so);
     }
   }

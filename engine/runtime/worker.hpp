@@ -49,6 +49,8 @@ struct TrainOptions {
   std::function<void(std::int64_t, double, double)> on_step;
   /// Called as each op starts (progress for hang reports).
   std::function<void(const plan::Op&)> on_op_start;
+  /// Called when the rank does something outside the plan ("saving checkpoint step-4").
+  std::function<void(const std::string&)> on_activity;
 };
 
 struct TrainResult {

@@ -31,9 +31,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long the CPU measurements run: long enough to average out scheduling noise, short
-// enough not to delay the start noticeably.
-constexpr double kMeasureSeconds = 0.1;
+// CPU measurements: the best of a few short trials, so that a moment of interference from
+// other processes (the other workers start at the same time) does not set the peak.
+constexpr double kTrialSeconds = 0.02;
+constexpr int kTrials = 5;
 constexpr std::int64_t kMatmulDim = 256;
 constexpr std::int64_t kCopyBytes = 32LL << 20;
 
@@ -41,17 +42,21 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Sustained rate of one repeated operation: `work` units per call, run for kMeasureSeconds.
+// Sustained rate of one repeated operation doing `work` units per call.
 template <typename F>
 double measure_rate(double work, F&& f) {
   f();  // warm-up (allocations, kernel selection)
-  const auto t0 = Clock::now();
-  int calls = 0;
-  while (seconds_since(t0) < kMeasureSeconds) {
-    f();
-    ++calls;
+  double best = 0;
+  for (int t = 0; t < kTrials; ++t) {
+    const auto t0 = Clock::now();
+    int calls = 0;
+    while (seconds_since(t0) < kTrialSeconds) {
+      f();
+      ++calls;
+    }
+    best = std::max(best, work * calls / seconds_since(t0));
   }
-  return work * calls / seconds_since(t0);
+  return best;
 }
 
 spec::GpuSpec measure_cpu_device(int processes_on_node) {
@@ -94,6 +99,8 @@ spec::Precision parse_precision(const std::string& s) {
   throw SpecError("--mixed_precision", "expected no, fp16 or bf16, got \"" + s + "\"");
 }
 
+constexpr auto kPublishPeriod = std::chrono::milliseconds(200);
+
 // Publishes the op this rank is at, a few times a second, so that a rank that gives up
 // waiting can say where every other rank was.
 class OpPublisher {
@@ -114,6 +121,19 @@ class OpPublisher {
     current_ = std::move(what);
     ++version_;
   }
+  /// Publishes the current state now (before reading the others' after a failure).
+  void flush() {
+    std::string text;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      text = current_;
+    }
+    try {
+      store_->set(key(rank_), text);
+    } catch (const std::exception&) {
+      // The store is gone: the report will say "(no report)" for this rank.
+    }
+  }
   static std::string key(int rank) { return "stratagem/op/" + std::to_string(rank); }
 
  private:
@@ -121,7 +141,7 @@ class OpPublisher {
     std::uint64_t published = 0;
     std::unique_lock<std::mutex> lock(mu_);
     while (!stop_) {
-      cv_.wait_for(lock, std::chrono::milliseconds(200), [&] { return stop_; });
+      cv_.wait_for(lock, kPublishPeriod, [&] { return stop_; });
       if (version_ == published) continue;
       published = version_;
       const std::string text = current_;
@@ -146,6 +166,8 @@ class OpPublisher {
 };
 
 std::string where_ranks_were(Store& store, int world) {
+  // Let the other ranks' publishers catch up with where they are now.
+  std::this_thread::sleep_for(2 * kPublishPeriod);
   std::ostringstream s;
   s << "ranks were last at:";
   for (int r = 0; r < world; ++r) {
@@ -250,6 +272,7 @@ int run_worker(const WorkerArgs& args) {
   o.stall_at_step = args.stall_at_step;
   o.stall_rank = args.stall_rank;
   o.on_op_start = [&](const plan::Op& op) { publisher.set(describe_op(trainer->plan(), op.id)); };
+  o.on_activity = [&](const std::string& what) { publisher.set(what); };
   std::int64_t first_step = 0;
   o.on_step = [&](std::int64_t step, double loss, double seconds) {
     if (rank != 0) return;
@@ -271,6 +294,7 @@ int run_worker(const WorkerArgs& args) {
   try {
     res = trainer->run();
   } catch (const RuntimeError& e) {
+    publisher.flush();
     throw RuntimeError(std::string(e.what()) + "\n" + where_ranks_were(*store, env.world_size));
   }
 

@@ -8,22 +8,32 @@ namespace stratagem::spec {
 
 const char* to_string(DType d) {
   switch (d) {
-    case DType::fp32: return "fp32";
-    case DType::tf32: return "tf32";
-    case DType::fp16: return "fp16";
-    case DType::bf16: return "bf16";
+    case DType::fp32:
+      return "fp32";
+    case DType::tf32:
+      return "tf32";
+    case DType::fp16:
+      return "fp16";
+    case DType::bf16:
+      return "bf16";
   }
   return "?";
 }
 
-double dtype_bytes(DType d) { return d == DType::fp16 || d == DType::bf16 ? 2.0 : 4.0; }
+double dtype_bytes(DType d) {
+  return d == DType::fp16 || d == DType::bf16 ? 2.0 : 4.0;
+}
 
 units::FlopsPerS GpuSpec::peak(DType d) const {
   switch (d) {
-    case DType::fp32: return peak_fp32;
-    case DType::tf32: return peak_tf32;
-    case DType::fp16: return peak_fp16;
-    case DType::bf16: return peak_bf16;
+    case DType::fp32:
+      return peak_fp32;
+    case DType::tf32:
+      return peak_tf32;
+    case DType::fp16:
+      return peak_fp16;
+    case DType::bf16:
+      return peak_bf16;
   }
   return peak_fp32;
 }
@@ -81,8 +91,8 @@ ClusterSpec parse_cluster(const nlohmann::json& object, const std::string& path)
   c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 1024));
   const nlohmann::json* gpu = r.find("gpu");
   if (!gpu) throw SpecError(r.child_path("gpu"), "missing required key");
-  c.gpu = parse_gpu(resolve_preset(PresetKind::gpu, *gpu, r.child_path("gpu")),
-                    r.child_path("gpu"));
+  c.gpu =
+      parse_gpu(resolve_preset(PresetKind::gpu, *gpu, r.child_path("gpu")), r.child_path("gpu"));
   const nlohmann::json* intra = r.find("intra_node");
   if (!intra) throw SpecError(r.child_path("intra_node"), "missing required key");
   c.intra_node = parse_link(*intra, r.child_path("intra_node"));
@@ -106,8 +116,8 @@ nlohmann::json to_json(const GpuSpec& g) {
             {"fp16", g.peak_fp16 / units::kTera},
             {"bf16", g.peak_bf16 / units::kTera}}},
           {"hbm_GBps", g.hbm_bandwidth / units::kGB},
-          {"matmul_efficiency", {{"max", g.matmul_efficiency.max},
-                                 {"half_dim", g.matmul_efficiency.half_dim}}},
+          {"matmul_efficiency",
+           {{"max", g.matmul_efficiency.max}, {"half_dim", g.matmul_efficiency.half_dim}}},
           {"kernel_launch_us", g.kernel_launch_s / units::kMicro}};
 }
 
@@ -116,9 +126,12 @@ nlohmann::json to_json(const ClusterSpec& c) {
     return nlohmann::json{{"bandwidth_GBps", l.bandwidth / units::kGB},
                           {"latency_us", l.latency / units::kMicro}};
   };
-  return {{"name", c.name},           {"nodes", c.nodes},
-          {"gpus_per_node", c.gpus_per_node}, {"gpu", to_json(c.gpu)},
-          {"intra_node", link(c.intra_node)}, {"inter_node", link(c.inter_node)}};
+  return {{"name", c.name},
+          {"nodes", c.nodes},
+          {"gpus_per_node", c.gpus_per_node},
+          {"gpu", to_json(c.gpu)},
+          {"intra_node", link(c.intra_node)},
+          {"inter_node", link(c.inter_node)}};
 }
 
 }  // namespace stratagem::spec

@@ -12,7 +12,9 @@ namespace stratagem::spec {
 
 namespace {
 
-std::string type_name(const nlohmann::json& j) { return j.type_name(); }
+std::string type_name(const nlohmann::json& j) {
+  return j.type_name();
+}
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -153,8 +155,8 @@ std::int64_t ObjectReader::integer(const std::string& key, std::int64_t min, std
              std::abs(v.get<double>()) < 9e18) {
     value = static_cast<std::int64_t>(v.get<double>());  // 1e9 written as a float is fine
   } else {
-    throw SpecError(child_path(key), "expected an integer, got " +
-                                         (v.is_number() ? v.dump() : type_name(v)));
+    throw SpecError(child_path(key),
+                    "expected an integer, got " + (v.is_number() ? v.dump() : type_name(v)));
   }
   if (value < min || value > max) {
     throw SpecError(child_path(key), "must be in [" + std::to_string(min) + ", " +
@@ -217,8 +219,10 @@ void ObjectReader::finish() const {
     const std::vector<std::string> choices(known_.begin(), known_.end());
     std::string msg = "unknown key";
     const std::string hint = closest(it.key(), choices);
-    if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
-    else msg += "; known keys: " + join(choices);
+    if (!hint.empty())
+      msg += " (did you mean '" + hint + "'?)";
+    else
+      msg += "; known keys: " + join(choices);
     throw SpecError(child_path(it.key()), msg);
   }
 }

@@ -58,9 +58,8 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
     r.finish();
     return m;
   }
-  m.kind = r.choice_or("kind", "decoder", {"decoder", "encoder"}) == "encoder"
-               ? ModelKind::encoder
-               : ModelKind::decoder;
+  m.kind = r.choice_or("kind", "decoder", {"decoder", "encoder"}) == "encoder" ? ModelKind::encoder
+                                                                               : ModelKind::decoder;
   m.layers = r.integer("layers", 1, 100000);
   m.hidden = r.integer("hidden", 1, kBig);
   m.heads = r.integer("heads", 1, m.hidden);
@@ -75,8 +74,8 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
                                                   ") must be divisible by kv_heads (" +
                                                   std::to_string(m.kv_heads) + ")");
   }
-  m.mlp = r.choice_or("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu
-                                                                     : MlpKind::gelu;
+  m.mlp =
+      r.choice_or("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
   m.ffn_hidden = r.integer_or("ffn_hidden", 4 * m.hidden, 1, kBig);
   m.vocab = r.integer("vocab", 1, kBig);
   m.norm = r.choice_or("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm"
@@ -85,8 +84,8 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
   m.positions = r.choice_or("positions", "learned", {"learned", "rotary"}) == "rotary"
                     ? PositionKind::rotary
                     : PositionKind::learned;
-  m.max_positions = r.integer_or("max_positions", m.positions == PositionKind::learned ? 2048 : 0,
-                                 0, kBig);
+  m.max_positions =
+      r.integer_or("max_positions", m.positions == PositionKind::learned ? 2048 : 0, 0, kBig);
   m.type_vocab = r.integer_or("type_vocab", 0, 0, kBig);
   m.tied_embeddings = r.boolean_or("tied_embeddings", m.kind == ModelKind::decoder);
   m.bias = r.boolean_or("bias", true);

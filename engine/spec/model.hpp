@@ -22,14 +22,14 @@ struct ModelSpec {
   std::int64_t layers = 0;
   std::int64_t hidden = 0;
   std::int64_t heads = 0;
-  std::int64_t kv_heads = 0;     ///< grouped-query attention; == heads for multi-head
+  std::int64_t kv_heads = 0;  ///< grouped-query attention; == heads for multi-head
   std::int64_t ffn_hidden = 0;
   std::int64_t vocab = 0;
   std::int64_t max_positions = 0;  ///< learned position table rows (0 with rotary)
   std::int64_t type_vocab = 0;     ///< BERT token-type embeddings
   bool tied_embeddings = false;
   bool bias = true;
-  bool pooler = false;             ///< BERT pooler (h·h + h)
+  bool pooler = false;  ///< BERT pooler (h·h + h)
   MlpKind mlp = MlpKind::gelu;
   NormKind norm = NormKind::layernorm;
   PositionKind positions = PositionKind::learned;

@@ -13,9 +13,12 @@ namespace {
 
 const char* file_of(PresetKind kind) {
   switch (kind) {
-    case PresetKind::model: return "presets/models.json";
-    case PresetKind::gpu: return "presets/gpus.json";
-    case PresetKind::cluster: return "presets/clusters.json";
+    case PresetKind::model:
+      return "presets/models.json";
+    case PresetKind::gpu:
+      return "presets/gpus.json";
+    case PresetKind::cluster:
+      return "presets/clusters.json";
   }
   return "";
 }
@@ -32,8 +35,8 @@ const nlohmann::json& table(PresetKind kind) {
     std::map<PresetKind, nlohmann::json> t;
     for (PresetKind k : {PresetKind::model, PresetKind::gpu, PresetKind::cluster}) {
       const std::string_view text = embedded(file_of(k));
-      t[k] = text.empty() ? nlohmann::json::object()
-                          : parse_json_text(std::string(text), file_of(k));
+      t[k] =
+          text.empty() ? nlohmann::json::object() : parse_json_text(std::string(text), file_of(k));
     }
     return t;
   }();
@@ -50,9 +53,12 @@ std::string join(const std::vector<std::string>& items) {
 
 const char* to_string(PresetKind kind) {
   switch (kind) {
-    case PresetKind::model: return "model";
-    case PresetKind::gpu: return "GPU";
-    case PresetKind::cluster: return "cluster";
+    case PresetKind::model:
+      return "model";
+    case PresetKind::gpu:
+      return "GPU";
+    case PresetKind::cluster:
+      return "cluster";
   }
   return "";
 }

@@ -10,7 +10,9 @@ namespace stratagem::spec {
 
 namespace {
 
-std::string str(std::int64_t v) { return std::to_string(v); }
+std::string str(std::int64_t v) {
+  return std::to_string(v);
+}
 
 }  // namespace
 
@@ -45,8 +47,8 @@ void validate(Scenario& s) {
   const int gpus = s.cluster.world_size();
   if (st.dp * st.pp != gpus) {
     throw SpecError("strategy.dp", "dp × pp = " + str(st.dp) + " × " + str(st.pp) + " = " +
-                                       str(st.dp * st.pp) + ", but the cluster has " +
-                                       str(gpus) + " GPUs (" + str(s.cluster.nodes) + " nodes × " +
+                                       str(st.dp * st.pp) + ", but the cluster has " + str(gpus) +
+                                       " GPUs (" + str(s.cluster.nodes) + " nodes × " +
                                        str(s.cluster.gpus_per_node) + ")");
   }
   if (st.pp > s.model.layers) {
@@ -59,8 +61,8 @@ void validate(Scenario& s) {
       throw SpecError("strategy.chunks",
                       "chunks = " + str(st.chunks) + " must divide the layers per stage (" +
                           str(s.model.layers) + " layers / pp " + str(st.pp) +
-                          (s.model.layers % st.pp ? ", which is not whole)" : " = " +
-                          str(s.model.layers / st.pp) + ")"));
+                          (s.model.layers % st.pp ? ", which is not whole)"
+                                                  : " = " + str(s.model.layers / st.pp) + ")"));
     }
   }
   // Batch arithmetic: global_batch = micro_batch_size × grad_accum × dp; either of
@@ -71,8 +73,8 @@ void validate(Scenario& s) {
       st.grad_accum = 1;
     } else if (s.training.global_batch % per_accum != 0) {
       throw SpecError("training.global_batch",
-                      str(s.training.global_batch) + " is not a multiple of micro_batch_size × dp = " +
-                          str(per_accum));
+                      str(s.training.global_batch) +
+                          " is not a multiple of micro_batch_size × dp = " + str(per_accum));
     } else {
       st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
     }
@@ -81,9 +83,9 @@ void validate(Scenario& s) {
   if (s.training.global_batch == 0) s.training.global_batch = implied;
   if (s.training.global_batch != implied) {
     throw SpecError("training.global_batch",
-                    str(s.training.global_batch) + " ≠ micro_batch_size × grad_accum × dp = " +
-                        str(st.micro_batch_size) + " × " + str(st.grad_accum) + " × " + str(st.dp) +
-                        " = " + str(implied));
+                    str(s.training.global_batch) +
+                        " ≠ micro_batch_size × grad_accum × dp = " + str(st.micro_batch_size) +
+                        " × " + str(st.grad_accum) + " × " + str(st.dp) + " = " + str(implied));
   }
   if (st.schedule == Schedule::interleaved && st.grad_accum % st.pp != 0) {
     throw SpecError("strategy.grad_accum", "the interleaved schedule needs the micro-batches (" +
@@ -131,8 +133,11 @@ Scenario load_scenario(const std::string& file_or_name) {
 
 nlohmann::json to_json(const ModelSpec& m) {
   if (m.params_given > 0) {
-    return {{"name", m.name}, {"params", m.params_given}, {"layers", m.layers},
-            {"hidden", m.hidden}, {"heads", m.heads}};
+    return {{"name", m.name},
+            {"params", m.params_given},
+            {"layers", m.layers},
+            {"hidden", m.hidden},
+            {"heads", m.heads}};
   }
   return {{"name", m.name},
           {"kind", m.kind == ModelKind::encoder ? "encoder" : "decoder"},

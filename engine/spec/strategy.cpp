@@ -7,49 +7,68 @@ namespace stratagem::spec {
 
 const char* to_string(Schedule s) {
   switch (s) {
-    case Schedule::gpipe: return "gpipe";
-    case Schedule::one_f_one_b: return "1f1b";
-    case Schedule::interleaved: return "interleaved";
+    case Schedule::gpipe:
+      return "gpipe";
+    case Schedule::one_f_one_b:
+      return "1f1b";
+    case Schedule::interleaved:
+      return "interleaved";
   }
   return "?";
 }
 
 const char* to_string(Sharding s) {
   switch (s) {
-    case Sharding::none: return "none";
-    case Sharding::zero1: return "zero1";
-    case Sharding::zero2: return "zero2";
-    case Sharding::zero3: return "zero3";
-    case Sharding::fsdp_full_shard: return "FULL_SHARD";
-    case Sharding::fsdp_shard_grad_op: return "SHARD_GRAD_OP";
-    case Sharding::fsdp_hybrid_shard: return "HYBRID_SHARD";
+    case Sharding::none:
+      return "none";
+    case Sharding::zero1:
+      return "zero1";
+    case Sharding::zero2:
+      return "zero2";
+    case Sharding::zero3:
+      return "zero3";
+    case Sharding::fsdp_full_shard:
+      return "FULL_SHARD";
+    case Sharding::fsdp_shard_grad_op:
+      return "SHARD_GRAD_OP";
+    case Sharding::fsdp_hybrid_shard:
+      return "HYBRID_SHARD";
   }
   return "?";
 }
 
 const char* to_string(Precision p) {
   switch (p) {
-    case Precision::no: return "no";
-    case Precision::fp16: return "fp16";
-    case Precision::bf16: return "bf16";
+    case Precision::no:
+      return "no";
+    case Precision::fp16:
+      return "fp16";
+    case Precision::bf16:
+      return "bf16";
   }
   return "?";
 }
 
 const char* to_string(Optimizer o) {
   switch (o) {
-    case Optimizer::adam: return "adam";
-    case Optimizer::adamw: return "adamw";
-    case Optimizer::sgd: return "sgd";
+    case Optimizer::adam:
+      return "adam";
+    case Optimizer::adamw:
+      return "adamw";
+    case Optimizer::sgd:
+      return "sgd";
   }
   return "?";
 }
 
 const char* to_string(Recompute r) {
   switch (r) {
-    case Recompute::none: return "none";
-    case Recompute::selective: return "selective";
-    case Recompute::full: return "full";
+    case Recompute::none:
+      return "none";
+    case Recompute::selective:
+      return "selective";
+    case Recompute::full:
+      return "full";
   }
   return "?";
 }
@@ -81,15 +100,18 @@ Sharding parse_sharding(const std::string& name, const std::string& path) {
   throw SpecError(path, msg + "; valid: " + list);
 }
 
-bool shards_optimizer(Sharding s) { return s != Sharding::none; }
-bool shards_gradients(Sharding s) { return s != Sharding::none && s != Sharding::zero1; }
+bool shards_optimizer(Sharding s) {
+  return s != Sharding::none;
+}
+bool shards_gradients(Sharding s) {
+  return s != Sharding::none && s != Sharding::zero1;
+}
 bool shards_parameters(Sharding s) {
   return s == Sharding::zero3 || s == Sharding::fsdp_full_shard ||
          s == Sharding::fsdp_shard_grad_op || s == Sharding::fsdp_hybrid_shard;
 }
 bool reshards_after_forward(Sharding s) {
-  return s == Sharding::zero3 || s == Sharding::fsdp_full_shard ||
-         s == Sharding::fsdp_hybrid_shard;
+  return s == Sharding::zero3 || s == Sharding::fsdp_full_shard || s == Sharding::fsdp_hybrid_shard;
 }
 
 StrategySpec parse_strategy(const nlohmann::json& object, const std::string& path) {
@@ -101,8 +123,8 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.schedule = schedule == "gpipe"         ? Schedule::gpipe
                : schedule == "interleaved" ? Schedule::interleaved
                                            : Schedule::one_f_one_b;
-  s.chunks = static_cast<int>(r.integer_or("chunks", s.schedule == Schedule::interleaved ? 2 : 1,
-                                           1, 1024));
+  s.chunks = static_cast<int>(
+      r.integer_or("chunks", s.schedule == Schedule::interleaved ? 2 : 1, 1, 1024));
   if (s.schedule != Schedule::interleaved && s.chunks != 1) {
     throw SpecError(r.child_path("chunks"), "chunks > 1 needs schedule 'interleaved'");
   }
@@ -124,13 +146,16 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
                                              mp + "'");
     }
   }
-  s.loss_scale.initial_scale_power = static_cast<int>(r.integer_or("initial_scale_power", 16, 0, 64));
-  s.loss_scale.loss_scale_window = static_cast<int>(r.integer_or("loss_scale_window", 1000, 1, 1 << 30));
+  s.loss_scale.initial_scale_power =
+      static_cast<int>(r.integer_or("initial_scale_power", 16, 0, 64));
+  s.loss_scale.loss_scale_window =
+      static_cast<int>(r.integer_or("loss_scale_window", 1000, 1, 1 << 30));
   s.loss_scale.hysteresis = static_cast<int>(r.integer_or("hysteresis", 2, 1, 1 << 20));
   s.loss_scale.min_loss_scale = r.number_or("min_loss_scale", 1.0, 1e-30, 1e30);
   const std::string rc = r.choice_or("recompute", "none", {"none", "selective", "full"});
-  s.recompute = rc == "full" ? Recompute::full : rc == "selective" ? Recompute::selective
-                                                                   : Recompute::none;
+  s.recompute = rc == "full"        ? Recompute::full
+                : rc == "selective" ? Recompute::selective
+                                    : Recompute::none;
   s.bucket_mb = r.number_or("bucket_mb", 25.0, 1e-6, 1e9);
   const std::string opt = r.choice_or("optimizer", "adamw", {"adam", "adamw", "sgd"});
   s.optimizer = opt == "adam" ? Optimizer::adam : opt == "sgd" ? Optimizer::sgd : Optimizer::adamw;
@@ -148,18 +173,25 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   return s;
 }
 
-double compute_param_bytes(Precision p) { return p == Precision::no ? 4.0 : 2.0; }
+double compute_param_bytes(Precision p) {
+  return p == Precision::no ? 4.0 : 2.0;
+}
 
 DType compute_dtype(Precision p) {
   switch (p) {
-    case Precision::no: return DType::fp32;
-    case Precision::fp16: return DType::fp16;
-    case Precision::bf16: return DType::bf16;
+    case Precision::no:
+      return DType::fp32;
+    case Precision::fp16:
+      return DType::fp16;
+    case Precision::bf16:
+      return DType::bf16;
   }
   return DType::fp32;
 }
 
-double optimizer_state_bytes_per_param(Optimizer o) { return o == Optimizer::sgd ? 4.0 : 8.0; }
+double optimizer_state_bytes_per_param(Optimizer o) {
+  return o == Optimizer::sgd ? 4.0 : 8.0;
+}
 
 bool has_master_weights(const StrategySpec& s) {
   return s.precision != Precision::no && s.master_weights;

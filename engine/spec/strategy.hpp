@@ -12,8 +12,15 @@ namespace stratagem::spec {
 
 enum class Schedule { gpipe, one_f_one_b, interleaved };
 /// ZeRO stages and FSDP sharding strategies. FSDP's NO_SHARD is `none` (DDP).
-enum class Sharding { none, zero1, zero2, zero3, fsdp_full_shard, fsdp_shard_grad_op,
-                      fsdp_hybrid_shard };
+enum class Sharding {
+  none,
+  zero1,
+  zero2,
+  zero3,
+  fsdp_full_shard,
+  fsdp_shard_grad_op,
+  fsdp_hybrid_shard
+};
 enum class Precision { no, fp16, bf16 };
 enum class Optimizer { adam, adamw, sgd };
 enum class Offload { none, cpu };
@@ -46,18 +53,18 @@ struct StrategySpec {
   int dp = 1;
   int pp = 1;
   Schedule schedule = Schedule::one_f_one_b;
-  int chunks = 1;                ///< virtual stages per rank (interleaved)
+  int chunks = 1;  ///< virtual stages per rank (interleaved)
   int micro_batch_size = 1;
-  int grad_accum = 1;            ///< micro-batches per optimizer step per pipeline
+  int grad_accum = 1;  ///< micro-batches per optimizer step per pipeline
   Sharding sharding = Sharding::none;
   Precision precision = Precision::no;
   LossScaleSpec loss_scale;
   Recompute recompute = Recompute::none;
-  double bucket_mb = 25;         ///< DDP bucket_cap_mb (MiB)
+  double bucket_mb = 25;  ///< DDP bucket_cap_mb (MiB)
   Optimizer optimizer = Optimizer::adamw;
-  bool master_weights = true;    ///< fp32 master copy under fp16/bf16 (bf16 may turn it off)
+  bool master_weights = true;  ///< fp32 master copy under fp16/bf16 (bf16 may turn it off)
   Offload offload_optimizer = Offload::none;
-  int prefetch = 1;              ///< ZeRO-3/FSDP: units whose gather may run ahead
+  int prefetch = 1;  ///< ZeRO-3/FSDP: units whose gather may run ahead
 };
 
 struct TrainingSpec {

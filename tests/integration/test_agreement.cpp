@@ -40,8 +40,10 @@ TEST(Agreement, SimulationIsDeterministic) {
 
 TEST(Agreement, SmallerDdpBucketsExposeLessCommunication) {
   auto exposed = [](double bucket_mb) {
-    const auto s = test::small_scenario(
-        {{"dp", 8}, {"micro_batch_size", 4}, {"mixed_precision", "bf16"}, {"bucket_mb", bucket_mb}});
+    const auto s = test::small_scenario({{"dp", 8},
+                                         {"micro_batch_size", 4},
+                                         {"mixed_precision", "bf16"},
+                                         {"bucket_mb", bucket_mb}});
     return simulate(s).metrics.exposed_comm_s;
   };
   const double one_bucket = exposed(1e6);
@@ -52,13 +54,19 @@ TEST(Agreement, SmallerDdpBucketsExposeLessCommunication) {
 
 TEST(Agreement, OneFOneBMatchesGPipeTimeWithLessMemory) {
   auto run = [](const char* schedule) {
-    return simulate(test::small_scenario(
-        {{"dp", 2}, {"pp", 4}, {"schedule", schedule}, {"grad_accum", 16}, {"mixed_precision", "bf16"}}));
+    return simulate(test::small_scenario({{"dp", 2},
+                                          {"pp", 4},
+                                          {"schedule", schedule},
+                                          {"grad_accum", 16},
+                                          {"mixed_precision", "bf16"}}));
   };
   const auto gpipe = run("gpipe");
   const auto ofob = run("1f1b");
-  const auto inter = simulate(test::small_scenario({{"dp", 2}, {"pp", 4}, {"schedule", "interleaved"},
-                                                    {"chunks", 2}, {"grad_accum", 16},
+  const auto inter = simulate(test::small_scenario({{"dp", 2},
+                                                    {"pp", 4},
+                                                    {"schedule", "interleaved"},
+                                                    {"chunks", 2},
+                                                    {"grad_accum", 16},
                                                     {"mixed_precision", "bf16"}}));
   EXPECT_NEAR(ofob.metrics.bubble_fraction, gpipe.metrics.bubble_fraction, 0.02);
   EXPECT_LT(ofob.ranks[0].peak_memory_bytes, gpipe.ranks[0].peak_memory_bytes);

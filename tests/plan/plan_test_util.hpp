@@ -11,17 +11,19 @@ namespace stratagem::test {
 
 /// A 16-layer GPT (h 1024) on one 8×A100-80GB node with the given strategy keys.
 inline spec::Scenario small_scenario(const nlohmann::json& strategy, int gpus = 8) {
-  nlohmann::json j = {
-      {"name", "test"},
-      {"model",
-       {{"layers", 16}, {"hidden", 1024}, {"heads", 16}, {"vocab", 32000},
-        {"max_positions", 2048}}},
-      {"cluster",
-       {{"gpus_per_node", gpus},
-        {"gpu", "a100-80gb"},
-        {"intra_node", {{"bandwidth_GBps", 300}, {"latency_us", 3}}}}},
-      {"strategy", strategy},
-      {"training", {{"seq_len", 1024}}}};
+  nlohmann::json j = {{"name", "test"},
+                      {"model",
+                       {{"layers", 16},
+                        {"hidden", 1024},
+                        {"heads", 16},
+                        {"vocab", 32000},
+                        {"max_positions", 2048}}},
+                      {"cluster",
+                       {{"gpus_per_node", gpus},
+                        {"gpu", "a100-80gb"},
+                        {"intra_node", {{"bandwidth_GBps", 300}, {"latency_us", 3}}}}},
+                      {"strategy", strategy},
+                      {"training", {{"seq_len", 1024}}}};
   return spec::parse_scenario(j);
 }
 

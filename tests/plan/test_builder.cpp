@@ -63,8 +63,8 @@ TEST(Builder, EveryShippedScenarioBuilds) {
 }
 
 TEST(Builder, DdpBucketsAllReduceOnlyAfterTheLastMicroBatch) {
-  const auto s = test::small_scenario({{"dp", 8}, {"micro_batch_size", 2}, {"grad_accum", 4},
-                                       {"mixed_precision", "bf16"}});
+  const auto s = test::small_scenario(
+      {{"dp", 8}, {"micro_batch_size", 2}, {"grad_accum", 4}, {"mixed_precision", "bf16"}});
   const auto p = plan::build_plan(s);
   check_invariants(p);
   // A block has 12h²+13h = 12,595,200 params = 25.19 MB in bf16, under the 25 MiB
@@ -84,7 +84,8 @@ TEST(Builder, DdpBucketsAllReduceOnlyAfterTheLastMicroBatch) {
   }
   EXPECT_EQ(all_reduces, 9);
   double synced = 0;
-  for (plan::OpId id : p.ranks[0].streams[1]) synced += std::get<Collective>(p.ops[id].payload).bytes;
+  for (plan::OpId id : p.ranks[0].streams[1])
+    synced += std::get<Collective>(p.ops[id].payload).bytes;
   double params = 0;
   for (const auto& u : p.layout.units) params += u.params;
   EXPECT_DOUBLE_EQ(synced, 2.0 * params);  // every gradient is all-reduced exactly once
@@ -127,8 +128,8 @@ TEST(Builder, ShardGradOpGathersOncePerMicroBatch) {
 TEST(Builder, ActivationsInFlightFollowTheSchedule) {
   const int p = 4, m = 8;
   auto pipe = [&](const char* schedule) {
-    return plan::build_plan(test::small_scenario(
-        {{"dp", 2}, {"pp", p}, {"schedule", schedule}, {"grad_accum", m}}));
+    return plan::build_plan(
+        test::small_scenario({{"dp", 2}, {"pp", p}, {"schedule", schedule}, {"grad_accum", m}}));
   };
   const auto gpipe = pipe("gpipe");
   const auto ofob = pipe("1f1b");
@@ -155,7 +156,8 @@ TEST(Builder, PipelineSendsPairWithRecvs) {
 }
 
 TEST(Builder, FoldingBuildsOnlyReplicaZeroWithTheSameOps) {
-  const auto s = test::small_scenario({{"dp", 4}, {"pp", 2}, {"grad_accum", 4}, {"sharding", "zero1"}});
+  const auto s =
+      test::small_scenario({{"dp", 4}, {"pp", 2}, {"grad_accum", 4}, {"sharding", "zero1"}});
   const auto folded = plan::build_plan(s, {.fold = true});
   const auto full = plan::build_plan(s, {.fold = false});
   EXPECT_TRUE(folded.folded);
@@ -180,8 +182,10 @@ TEST(Builder, Fp16AddsFoundInfAllReduceAndBf16DoesNot) {
     }
     return n;
   };
-  const auto fp16 = plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "fp16"}}));
-  const auto bf16 = plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}}));
+  const auto fp16 =
+      plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "fp16"}}));
+  const auto bf16 =
+      plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}}));
   EXPECT_EQ(count_found_inf(fp16), 1);  // folded: one built rank
   EXPECT_EQ(count_found_inf(bf16), 0);
   EXPECT_EQ(fp16.ranks[0].initial[static_cast<int>(TensorClass::loss_scale)], 8.0);
@@ -221,13 +225,15 @@ TEST(Builder, TiedEmbeddingsSyncAcrossFirstAndLastStage) {
 }
 
 TEST(Builder, HybridShardReduceScattersInNodeAndAllReducesAcrossNodes) {
-  nlohmann::json j = {
-      {"model", {{"layers", 4}, {"hidden", 256}, {"heads", 4}, {"vocab", 1000}}},
-      {"cluster",
-       {{"nodes", 2}, {"gpus_per_node", 4}, {"gpu", "a100-80gb"},
-        {"intra_node", {{"bandwidth_GBps", 300}}}, {"inter_node", {{"bandwidth_GBps", 25}}}}},
-      {"strategy", {{"dp", 8}, {"sharding", "HYBRID_SHARD"}}},
-      {"training", {{"seq_len", 128}}}};
+  nlohmann::json j = {{"model", {{"layers", 4}, {"hidden", 256}, {"heads", 4}, {"vocab", 1000}}},
+                      {"cluster",
+                       {{"nodes", 2},
+                        {"gpus_per_node", 4},
+                        {"gpu", "a100-80gb"},
+                        {"intra_node", {{"bandwidth_GBps", 300}}},
+                        {"inter_node", {{"bandwidth_GBps", 25}}}}},
+                      {"strategy", {{"dp", 8}, {"sharding", "HYBRID_SHARD"}}},
+                      {"training", {{"seq_len", 128}}}};
   const auto p = plan::build_plan(spec::parse_scenario(j), {.fold = false});
   bool saw_rs = false, saw_ar = false;
   for (plan::OpId id : p.ranks[5].streams[1]) {
@@ -255,7 +261,8 @@ TEST(Builder, ScheduleOrdersMatchMegatron) {
   const auto io = plan::schedule_order(spec::Schedule::interleaved, 2, 0, 2, 4);
   std::string t;
   for (const auto& i : io) {
-    t += (i.forward ? "F" : "B") + std::to_string(i.chunk) + "." + std::to_string(i.microbatch) + " ";
+    t += (i.forward ? "F" : "B") + std::to_string(i.chunk) + "." + std::to_string(i.microbatch) +
+         " ";
   }
   EXPECT_EQ(t, "F0.0 F0.1 F1.0 F1.1 F0.2 B1.0 F0.3 B1.1 F1.2 B0.0 F1.3 B0.1 B1.2 B1.3 B0.2 B0.3 ");
 }
@@ -278,15 +285,16 @@ namespace {
 TEST(Builder, QuickFormModelWithParameterlessUnitsBuilds) {
   // {"params", "layers"} models have no embedding or head parameters: those units join no
   // gradient bucket, which per-unit backward ops must tolerate.
-  nlohmann::json j = {{"model", {{"params", 1e9}, {"layers", 8}}},
-                      {"cluster", "dgx-a100-80gb"},
-                      {"strategy", {{"dp", 8}, {"recompute", "selective"}, {"mixed_precision", "bf16"}}},
-                      {"training", {{"seq_len", 512}}}};
+  nlohmann::json j = {
+      {"model", {{"params", 1e9}, {"layers", 8}}},
+      {"cluster", "dgx-a100-80gb"},
+      {"strategy", {{"dp", 8}, {"recompute", "selective"}, {"mixed_precision", "bf16"}}},
+      {"training", {{"seq_len", 512}}}};
   const auto p = plan::build_plan(spec::parse_scenario(j));
   int all_reduces = 0;
   for (plan::OpId id : p.ranks[0].streams[1]) {
-    all_reduces += std::get<plan::Collective>(p.ops[id].payload).kind ==
-                   plan::CollectiveKind::all_reduce;
+    all_reduces +=
+        std::get<plan::Collective>(p.ops[id].payload).kind == plan::CollectiveKind::all_reduce;
   }
   EXPECT_GT(all_reduces, 0);
 }
@@ -298,8 +306,11 @@ namespace stratagem {
 namespace {
 
 TEST(Builder, InterleavedBucketSpanningChunksSyncsOnceAfterBoth) {
-  const auto p = plan::build_plan(test::small_scenario({{"dp", 4}, {"pp", 2}, {"schedule", "interleaved"},
-                                                        {"chunks", 2}, {"grad_accum", 4},
+  const auto p = plan::build_plan(test::small_scenario({{"dp", 4},
+                                                        {"pp", 2},
+                                                        {"schedule", "interleaved"},
+                                                        {"chunks", 2},
+                                                        {"grad_accum", 4},
                                                         {"bucket_mb", 1e6}}));
   for (int stage = 0; stage < 2; ++stage) {
     const int rank = p.layout.rank_of(stage, 0);

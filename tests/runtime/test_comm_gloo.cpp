@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <thread>
 
 #include "engine/runtime/gloo_communicator.hpp"
 #include "engine/runtime/ports.hpp"
@@ -193,6 +194,34 @@ TEST(CommGloo, TimeoutNamesTheRankThatDidNotReachTheCollective) {
               std::string::npos)
         << m;
   }
+}
+
+TEST(CommGloo, MismatchedCollectivesAreCalledOut) {
+  GlooWorld world(milliseconds(3000));
+  std::vector<std::string> messages(2);
+  const auto errors = run_ranks(2, [&](int r) {
+    auto c = world.join(r, 2, "mismatch/");
+    auto t = at::ones({4});
+    auto out = at::zeros({8});
+    // Rank 0 gathers where rank 1 reduces: neither can complete.
+    auto w = r == 0 ? c->all_gather(out, t, {}) : c->all_reduce(t, {}, ReduceOp::sum);
+    // Past the publishing period, so each sees what the other executes.
+    std::this_thread::sleep_for(milliseconds(300));
+    try {
+      w->wait(milliseconds(300));
+    } catch (const RuntimeError& e) {
+      messages[static_cast<std::size_t>(r)] = e.what();
+    }
+  });
+  ASSERT_TRUE(errors.empty()) << joined(errors);
+  EXPECT_NE(messages[0].find("rank 1 is executing all_reduce #0 on [0,1] where this rank has "
+                             "all_gather: the ranks issued different collectives"),
+            std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[1].find("rank 0 is executing all_gather #0 on [0,1] where this rank has "
+                             "all_reduce: the ranks issued different collectives"),
+            std::string::npos)
+      << messages[1];
 }
 
 TEST(CommGloo, APeerThatNeverJoinsIsNamed) {

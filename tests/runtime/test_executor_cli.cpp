@@ -147,7 +147,9 @@ TEST(RunCli, AHangEndsTheJobNamingWhereRanksWere) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_LT(r.seconds, 30);
   EXPECT_NE(r.err.find("ranks were last at"), std::string::npos) << r.err;
-  EXPECT_NE(r.err.find("rank 1 op"), std::string::npos) << r.err;
+  // Rank 1 stopped after agreeing on step 2's loss; rank 0 waits in step 3's all-reduce.
+  EXPECT_NE(r.err.find("rank 1 loss all-reduce of step 2"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 0 op"), std::string::npos) << r.err;
   fs::remove_all(dir);
 }
 

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <iostream>
 
 #include "engine/runtime/loss_scaler.hpp"
 #include "tests/runtime/test_executor_util.hpp"
@@ -24,14 +25,22 @@ double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   return m;
 }
 
-// bf16 keeps 8 bits of mantissa (relative rounding 2^-9 ≈ 2e-3 per operation); over 5 steps
-// of this model the losses stay within 1% of fp32 training's.
-constexpr double kBf16VsFp32 = 1e-2;
-// Two bf16 runs that differ only in how the batch is split sum their bf16 gradients in
-// another order; the losses agree within 0.5%.
-constexpr double kBf16VsBf16 = 5e-3;
-// fp16 (10 bits of mantissa) on the CPU path: within 0.2% of fp32.
-constexpr double kFp16VsFp32 = 2e-3;
+// Prints and records a measured difference next to its bound (the README quotes them).
+void report(const std::string& what, double value, double bound) {
+  std::cout << "  " << what << ": max relative loss difference " << value << " (bound " << bound
+            << ")\n";
+  ::testing::Test::RecordProperty(what, std::to_string(value));
+}
+
+// Bounds on the largest relative difference of per-step losses over 5 steps of the tiny model
+// (lr 1e-3), with what this build measured. bf16 keeps 8 mantissa bits (2^-9 ≈ 2e-3 relative
+// rounding per operation), fp16 10; early losses sit near ln(vocab), where the logits are
+// small and rounding moves the loss little, so the measured gaps are far below 2e-3.
+constexpr double kBf16VsFp32 = 1e-3;  // measured 7.1e-5
+// Two bf16 runs that split the batch differently sum their bf16 gradients in another order.
+constexpr double kBf16VsBf16 = 5e-4;  // measured 2.2e-5 (DDP on 2 ranks vs one process)
+// fp16 on the CPU path (fp16 storage and boundaries, fp32 arithmetic).
+constexpr double kFp16VsFp32 = 2e-4;  // measured 1.1e-5 (ZeRO-2 on 2 ranks)
 
 TEST(Precision, Bf16DdpTracksFp32) {
   const auto fp32 = losses_of({{"micro_batch_size", 2}, {"grad_accum", 4}}, 1);
@@ -39,6 +48,8 @@ TEST(Precision, Bf16DdpTracksFp32) {
       losses_of({{"micro_batch_size", 2}, {"grad_accum", 4}, {"mixed_precision", "bf16"}}, 1);
   const auto bf16_ddp =
       losses_of({{"dp", 2}, {"micro_batch_size", 2}, {"mixed_precision", "bf16"}}, 2);
+  report("bf16 vs fp32", max_rel(bf16_single, fp32), kBf16VsFp32);
+  report("bf16 DDP vs bf16 one process", max_rel(bf16_ddp, bf16_single), kBf16VsBf16);
   EXPECT_LT(max_rel(bf16_single, fp32), kBf16VsFp32);
   EXPECT_LT(max_rel(bf16_ddp, bf16_single), kBf16VsBf16);
   EXPECT_GT(max_rel(bf16_single, fp32), 0.0) << "bf16 must actually compute in bf16";
@@ -63,6 +74,7 @@ TEST(Precision, Fp16TracksFp32) {
   const auto fp32 = losses_of({{"micro_batch_size", 2}, {"grad_accum", 4}}, 1);
   const auto fp16 = losses_of(
       {{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "zero2"}, {"mixed_precision", "fp16"}}, 2);
+  report("fp16 ZeRO-2 vs fp32", max_rel(fp16, fp32), kFp16VsFp32);
   EXPECT_LT(max_rel(fp16, fp32), kFp16VsFp32);
   EXPECT_GT(max_rel(fp16, fp32), 0.0);
 }
