@@ -265,40 +265,15 @@ void Run::start_op(plan::OpId id, double now) {
 void Run::end_op(plan::OpId id, double now) {
   const plan::Op& op = plan_.ops[id];
   apply_effects(op, true, now);
-  result::Span s;
-  s.op = id;
-  s.kind = result::span_kind_of(op);
-  s.stream = op.stream;
-  s.stage = result_.ranks[op.rank].stage;
-  s.start_s = start_s_[id];
-  s.end_s = now;
-  if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
-    s.stage = c->stage;
-    s.chunk = c->chunk;
-    s.microbatch = c->microbatch;
-    s.unit_begin = c->unit_begin;
-    s.unit_end = c->unit_end;
-    s.bytes = c->bytes;
-    s.flops = c->flops;
+  if (std::holds_alternative<plan::Compute>(op.payload)) {
     if (models_.comm_compute_slowdown > 0) {
       auto& running = running_compute_[op.rank];
       running.erase(std::find(running.begin(), running.end(), id));
     }
-  } else if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
-    s.purpose = c->purpose;
-    s.unit_begin = c->unit_begin;
-    s.unit_end = c->unit_end;
-    s.bytes = c->bytes;
-    comm_activity(op.rank, -1, now);
   } else {
-    const auto& p = std::get<plan::P2P>(op.payload);
-    s.chunk = p.chunk;
-    s.microbatch = p.microbatch;
-    s.peer = p.peer;
-    s.bytes = p.bytes;
     comm_activity(op.rank, -1, now);
   }
-  result_.ranks[op.rank].spans.push_back(s);
+  result_.ranks[op.rank].spans.push_back(result::span_of(plan_, op, start_s_[id], now));
   ++finished_;
   for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
     const plan::OpId next = succ_[k];

@@ -354,4 +354,35 @@ RunResult load_result(const std::string& path) {
   return result_from_json(j, path);
 }
 
+Span span_of(const plan::StepPlan& plan, const plan::Op& op, double start_s, double end_s) {
+  Span s;
+  s.op = op.id;
+  s.kind = span_kind_of(op);
+  s.stream = op.stream;
+  s.stage = plan.layout.coords[op.rank].stage;
+  s.start_s = start_s;
+  s.end_s = end_s;
+  if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
+    s.stage = c->stage;
+    s.chunk = c->chunk;
+    s.microbatch = c->microbatch;
+    s.unit_begin = c->unit_begin;
+    s.unit_end = c->unit_end;
+    s.bytes = c->bytes;
+    s.flops = c->flops;
+  } else if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
+    s.purpose = c->purpose;
+    s.unit_begin = c->unit_begin;
+    s.unit_end = c->unit_end;
+    s.bytes = c->bytes;
+  } else {
+    const auto& p = std::get<plan::P2P>(op.payload);
+    s.chunk = p.chunk;
+    s.microbatch = p.microbatch;
+    s.peer = p.peer;
+    s.bytes = p.bytes;
+  }
+  return s;
+}
+
 }  // namespace stratagem::result

@@ -72,6 +72,10 @@ struct Span {
   double start_s = 0, end_s = 0;
 };
 
+/// The span of `op` from its payload (stage, chunk, micro-batch, units, bytes, FLOPs, peer),
+/// executed from `start_s` to `end_s`. Both executors record spans through this.
+Span span_of(const plan::StepPlan& plan, const plan::Op& op, double start_s, double end_s);
+
 /// Memory of one rank: a sample whenever some class changes (the first at t = 0 holds the
 /// resident bytes). Several samples may share a time when changes coincide.
 struct MemoryTrack {

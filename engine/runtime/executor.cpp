@@ -114,37 +114,9 @@ void Executor::Run::finish(OpId id, Clock::time_point end) {
 }
 
 void Executor::Run::record_span(OpId id) {
-  const plan::Op& op = plan.ops[id];
   const auto& r = ops[id];
-  result::Span s;
-  s.op = id;
-  s.kind = result::span_kind_of(op);
-  s.stream = op.stream;
-  s.start_s = seconds_between(t0, r.start);
-  s.end_s = seconds_between(t0, r.end);
-  if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
-    s.stage = c->stage;
-    s.chunk = c->chunk;
-    s.microbatch = c->microbatch;
-    s.unit_begin = c->unit_begin;
-    s.unit_end = c->unit_end;
-    s.bytes = c->bytes;
-    s.flops = c->flops;
-  } else if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
-    s.purpose = c->purpose;
-    s.stage = plan.layout.coords[ex.rank_].stage;
-    s.unit_begin = c->unit_begin;
-    s.unit_end = c->unit_end;
-    s.bytes = c->bytes;
-  } else {
-    const auto& p = std::get<plan::P2P>(op.payload);
-    s.stage = plan.layout.coords[ex.rank_].stage;
-    s.chunk = p.chunk;
-    s.microbatch = p.microbatch;
-    s.peer = p.peer;
-    s.bytes = p.bytes;
-  }
-  spans.push_back(s);
+  spans.push_back(result::span_of(plan, plan.ops[id], seconds_between(t0, r.start),
+                                  seconds_between(t0, r.end)));
 }
 
 int Executor::Run::segment_of(const plan::Collective& c) const {
