@@ -47,7 +47,7 @@ int run(const Options& o) {
                               {"cluster", cluster},
                               {"strategy", nlohmann::json::object()},
                               {"training", {{"seq_len", o.seq_len}}}};
-  // Resolve the world size first so the placeholder strategy validates.
+  // Resolve the world size first so the starting strategy validates.
   spec::ClusterSpec c = spec::parse_cluster(
       spec::resolve_preset(spec::PresetKind::cluster, cluster, "--cluster"), "--cluster");
   base_json["strategy"] = {{"dp", c.world_size()}, {"micro_batch_size", 1}};
