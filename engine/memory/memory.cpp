@@ -45,7 +45,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
       // Units that recompute something rebuild what recomputation dropped.
       t.recompute =
           input.recompute && unit.recompute_flops > 0 ? unit.full_act_bytes - unit.act_bytes : 0.0;
-      t.gather = gather ? c * unit.params : 0.0;
+      t.gather = gather ? c * unit.gather_params : 0.0;
       t.bucket = buckets ? c * unit.params : 0.0;
       out.push_back(t);
     }

@@ -18,6 +18,8 @@
 //    when its last unit's backward ends and frees the whole bucket;
 //  * gathers (parameters sharded): every per-unit forward and backward needs its unit
 //    gathered; gathers run in that order on their own stream and allocate at their start.
+//    A tied LM head on one stage gathers the word table with its own parameters
+//    (plan::Unit::gather_params).
 //    Resharding after forward (ZeRO-3, FULL_SHARD, HYBRID_SHARD), the forward frees its
 //    gather at its end and the backward gathers again; otherwise (SHARD_GRAD_OP) the forward's
 //    gather is kept and the same micro-batch's backward frees it.

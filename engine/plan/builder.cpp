@@ -274,7 +274,6 @@ class Builder {
     c.unit_begin = u0;
     c.unit_end = u1;
     c.dtype = spec::compute_dtype(s_.strategy.precision);
-    const double pc = compute_bytes();
     const int last = static_cast<int>(plan_.layout.units.size()) - 1;
     c.kernels = 0;
     for (int u = u0; u < u1; ++u) {
@@ -325,11 +324,6 @@ class Builder {
   }
 
   // ---- one rank -------------------------------------------------------------------------
-  struct Gather {
-    int unit;
-    OpId op;
-  };
-
   void build_rank(int rank) {
     const auto& st = s_.strategy;
     const auto& L = plan_.layout;
@@ -353,11 +347,27 @@ class Builder {
     // for DDP and ZeRO-1 (with interleaving, a bucket may hold units of several chunks, whose
     // last backwards are apart in time: the bucket launches after the later one).
     std::vector<int> bucket_remaining = bucket_sizes(buckets);
+    std::vector<OpId> grad_sync_ops;  // collectives the optimizer waits for
+    // Tied embeddings across the pipeline: the first and last stage sum their copies' word
+    // table gradients after the last backward. A ZeRO-1 reduce-scatter leaves each rank only
+    // a shard, so the bucket holding the table waits for that sum (the others overlap).
+    const int tied_unit = tied_group_[rank] < 0 ? -1
+                          : stage == 0          ? 0
+                                                : static_cast<int>(L.units.size()) - 1;
+    const bool defer_tied =
+        tied_unit >= 0 && spec::shards_optimizer(st.sharding) && sync_grads && !shard_grads;
+    int deferred_bucket = -1;
     auto finish_units = [&](int begin, int end, OpId after, std::vector<OpId>& sync_ops) {
       for (int u = end - 1; u >= begin; --u) {
         const int b = bucket_of[u];
         if (b < 0) continue;  // units without parameters sync nothing
         if (--bucket_remaining[b] == 0) {
+          const auto& bu = buckets[b].units;
+          if (defer_tied && std::find(bu.begin(), bu.end(), tied_unit) != bu.end()) {
+            deferred_bucket = b;
+            bucket_remaining[b] = static_cast<int>(bu.size());
+            continue;
+          }
           launch_bucket(rank, buckets[b], b, shard_grads, after, sync_ops);
           bucket_remaining[b] = static_cast<int>(buckets[b].units.size());  // next round
         }
@@ -365,29 +375,56 @@ class Builder {
     };
 
     OpId last_compute = kNoOp;
-    std::vector<OpId> grad_sync_ops;  // collectives the optimizer waits for
-    std::vector<Gather> gathers;      // gather stream, in need order
     // Units gathered and kept from forward to backward (SHARD_GRAD_OP): (mb, unit).
     std::set<std::pair<int, int>> kept;
+    const auto order = schedule_order(st.schedule, st.pp, stage, st.chunks, m);
 
-    auto gather_for = [&](int unit) -> OpId {
-      // The gather of `unit`, prefetch-limited: it may start once the compute that used the
-      // gather (prefetch + 1) places earlier has finished.
+    // Parameter gathers (ZeRO-3/FSDP), in the order compute needs them: every per-unit
+    // forward, and every per-unit backward when the forward resharded. Gather k may start once
+    // the compute that consumed gather k − 1 − prefetch has ended, and is emitted right after
+    // that compute op (and the reduce-scatter it launches), ahead of later units' collectives,
+    // so a backend that issues a rank's collectives in op order really prefetches.
+    std::vector<int> need;
+    if (shard_params) {
+      for (const auto& item : order) {
+        const auto [b, e] = L.stage_chunk_units[stage][item.chunk];
+        if (item.forward) {
+          for (int u = b; u < e; ++u) need.push_back(u);
+        } else if (reshard) {
+          for (int u = e - 1; u >= b; --u) need.push_back(u);
+        }
+      }
+    }
+    std::vector<OpId> gather_ops, consumers(need.size(), kNoOp);
+    std::size_t taken = 0;  // gathers handed to their consumers so far
+    auto emit_gather = [&](std::size_t k) {
       std::vector<OpId> deps;
-      const int k = static_cast<int>(gathers.size());
-      const int limit = k - 1 - st.prefetch;
-      if (limit >= 0) deps.push_back(gather_consumer_[rank][limit]);
-      const double bytes = pc * L.units[unit].params;
-      const OpId g =
-          emit_collective(rank, Stream::gather, CollectiveKind::all_gather,
-                          CommPurpose::param_gather, shard_group_[rank], bytes, unit, unit,
-                          unit + 1, deps, {{TensorClass::gathered_params, bytes, false}});
-      gathers.push_back({unit, g});
-      gather_consumer_[rank].push_back(kNoOp);  // filled by the consumer
-      return g;
+      const auto limit = static_cast<std::ptrdiff_t>(k) - 1 - st.prefetch;
+      if (limit >= 0) deps.push_back(consumers[static_cast<std::size_t>(limit)]);
+      const int unit = need[k];
+      const double bytes = pc * L.units[unit].gather_params;
+      gather_ops.push_back(emit_collective(
+          rank, Stream::gather, CollectiveKind::all_gather, CommPurpose::param_gather,
+          shard_group_[rank], bytes, unit, unit, unit + 1, deps,
+          {{TensorClass::gathered_params, bytes, false}}));
+    };
+    for (std::size_t k = 0; k < need.size() && k <= static_cast<std::size_t>(st.prefetch); ++k) {
+      emit_gather(k);
+    }
+    auto gather_for = [&](int unit) -> OpId {
+      if (taken >= need.size() || need[taken] != unit) {
+        throw RuntimeError("plan builder: gather order disagrees with compute order at unit " +
+                           std::to_string(unit));
+      }
+      return gather_ops[taken++];
+    };
+    // `consumer` used the last gather handed out: the gather prefetch + 1 places later may go.
+    auto consumed = [&](OpId consumer) {
+      consumers[taken - 1] = consumer;
+      const std::size_t next = taken + static_cast<std::size_t>(st.prefetch);
+      if (next < need.size()) emit_gather(next);
     };
 
-    const auto order = schedule_order(st.schedule, st.pp, stage, st.chunks, m);
     for (const auto& item : order) {
       const auto [u0, u1] = L.stage_chunk_units[stage][item.chunk];
       const int vs = item.chunk * st.pp + stage;
@@ -409,13 +446,13 @@ class Builder {
         } else {
           for (int u = u0; u < u1; ++u) {
             const OpId g = gather_for(u);
-            const double bytes = pc * L.units[u].params;
+            const double bytes = pc * L.units[u].gather_params;
             std::vector<MemEffect> fx = {{TensorClass::activations, L.units[u].act_bytes, true}};
             if (reshard) fx.push_back({TensorClass::gathered_params, -bytes, true});
             prev = emit(rank, Stream::compute,
                         compute_op(Phase::forward, stage, item.chunk, item.microbatch, u, u + 1),
                         {prev, g}, fx);
-            gather_consumer_[rank].back() = prev;
+            consumed(prev);
             if (!reshard) kept.insert({item.microbatch, u});
           }
         }
@@ -452,6 +489,7 @@ class Builder {
           const Unit& unit = L.units[u];
           OpId g = kNoOp;
           const double pbytes = pc * unit.params;
+          const double gbytes = pc * unit.gather_params;
           const bool was_kept = kept.erase({item.microbatch, u}) > 0;
           if (shard_params && !was_kept) g = gather_for(u);
           if (recompute && unit.recompute_flops > 0) {
@@ -463,15 +501,15 @@ class Builder {
           }
           std::vector<MemEffect> fx = {{TensorClass::activations,
                                         -(recompute ? unit.full_act_bytes : unit.act_bytes), true}};
-          if (shard_params) fx.push_back({TensorClass::gathered_params, -pbytes, true});
+          if (shard_params) fx.push_back({TensorClass::gathered_params, -gbytes, true});
           if (shard_grads) fx.push_back({TensorClass::comm_buckets, pbytes, true});
           prev = emit(rank, Stream::compute,
                       compute_op(Phase::backward, stage, item.chunk, item.microbatch, u, u + 1),
                       {last_compute, dep, g}, fx);
-          if (g != kNoOp) gather_consumer_[rank].back() = prev;
           last_compute = prev;
           dep = kNoOp;
           if (launches_sync) finish_units(u, u + 1, prev, grad_sync_ops);
+          if (g != kNoOp) consumed(prev);
         }
       }
       if (vs > 0) {
@@ -480,13 +518,17 @@ class Builder {
       }
     }
 
-    // Tied embeddings across the pipeline: the first and last stage sum their copies' grads.
-    if (tied_group_[rank] >= 0) {
+    if (tied_unit >= 0) {
       const double bytes =
           pc * static_cast<double>(s_.model.vocab) * static_cast<double>(s_.model.hidden);
-      grad_sync_ops.push_back(emit_collective(rank, Stream::collective, CollectiveKind::all_reduce,
-                                              CommPurpose::tied_embedding, tied_group_[rank], bytes,
-                                              -1, 0, 0, {last_compute}, {}));
+      const OpId tied = emit_collective(rank, Stream::collective, CollectiveKind::all_reduce,
+                                        CommPurpose::tied_embedding, tied_group_[rank], bytes, -1,
+                                        0, 0, {last_compute}, {});
+      grad_sync_ops.push_back(tied);
+      if (deferred_bucket >= 0) {
+        launch_bucket(rank, buckets[deferred_bucket], deferred_bucket, shard_grads, tied,
+                      grad_sync_ops);
+      }
     }
     std::vector<OpId> before_step = grad_sync_ops;
     before_step.push_back(last_compute);
@@ -620,7 +662,6 @@ class Builder {
   std::map<std::pair<int, int>, int> next_seq_;        // (rank, group) → next sequence
   std::map<std::pair<int, int>, int> instance_index_;  // (group, sequence) → instance
   std::map<std::tuple<int, int, bool, int, int>, int> transfer_index_;
-  std::map<int, std::vector<OpId>> gather_consumer_;  // rank → consumer of each gather
 };
 
 }  // namespace

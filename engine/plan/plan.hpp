@@ -157,6 +157,10 @@ struct RankCoord {
 struct Unit {
   std::string name;            ///< "embedding", "block 3", "head"
   double params = 0;           ///< parameters this unit owns on its stage
+  /// Parameters a gather of this unit brings (ZeRO-3/FSDP): its own, and for the LM head of a
+  /// tied model on one stage whose parameters are resharded after each use, also the word
+  /// table it borrows from the embedding (gathered again, as DeepSpeed's ZeRO-3 does).
+  double gather_params = 0;
   double fwd_flops = 0;        ///< forward FLOPs per micro-batch
   double act_bytes = 0;        ///< activations kept for backward per micro-batch
   double full_act_bytes = 0;   ///< activations without recomputation (what recompute rebuilds)

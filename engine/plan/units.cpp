@@ -18,10 +18,12 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   Unit embedding;
   embedding.name = "embedding";
   embedding.params = spec::embedding_params(m);
+  embedding.gather_params = embedding.params;
   units.push_back(embedding);  // a lookup: no FLOPs; its output is block 1's saved input
 
   Unit block;
   block.params = spec::block_params(m);
+  block.gather_params = block.params;
   block.fwd_flops = tokens * spec::block_forward_flops_per_token(m, s.training.seq_len);
   block.act_bytes = spec::activation_bytes_per_layer(
       m, s.training.seq_len, s.strategy.micro_batch_size, s.strategy.recompute, elem);
@@ -52,6 +54,11 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   // word embeddings for the LM head and syncs its gradient with the first stage (Megatron).
   if (m.tied_embeddings && s.strategy.pp > 1) {
     head.params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  }
+  head.gather_params = head.params;
+  if (m.tied_embeddings && s.strategy.pp == 1 && spec::shards_parameters(s.strategy.sharding) &&
+      spec::reshards_after_forward(s.strategy.sharding)) {
+    head.gather_params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   }
   head.fwd_flops = tokens * spec::head_forward_flops_per_token(m);
   head.act_bytes = head.full_act_bytes =

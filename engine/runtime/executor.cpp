@@ -119,6 +119,33 @@ void Executor::Run::record_span(OpId id) {
                                   seconds_between(t0, r.end)));
 }
 
+bool Executor::Run::gathers_table(int u0, int u1) const {
+  const int head = units.head_unit();
+  if (!layout.params_sharded || !units.head_borrows_embedding() || u0 > head || head >= u1) {
+    return false;
+  }
+  const plan::Unit& h = plan.layout.units[static_cast<std::size_t>(head)];
+  return h.gather_params > h.params;
+}
+
+namespace {
+
+// Both all-gathers of a head that gathers the borrowed word table with its own parameters.
+class BothWork : public Work {
+ public:
+  BothWork(WorkPtr a, WorkPtr b) : a_(std::move(a)), b_(std::move(b)) {}
+  bool is_completed() override { return a_->is_completed() && b_->is_completed(); }
+  void wait(std::chrono::milliseconds timeout) override {
+    a_->wait(timeout);
+    b_->wait(timeout);
+  }
+
+ private:
+  WorkPtr a_, b_;
+};
+
+}  // namespace
+
 int Executor::Run::segment_of(const plan::Collective& c) const {
   for (int u = c.unit_begin; u < c.unit_end; ++u) {
     if (u < static_cast<int>(layout.segment_of_unit.size()) && layout.segment_of_unit[u] >= 0) {
@@ -179,6 +206,12 @@ void Executor::Run::start_collective(OpId id) {
         at::Tensor output = state.new_gather_buffer(r.segment);
         r.keep = {output, state.params_shard(r.segment)};
         r.work = comm.all_gather(output, r.keep[1], group);
+        if (gathers_table(c.unit_begin, c.unit_end)) {
+          const int table = state.segment_index(0);
+          r.keep.push_back(state.new_gather_buffer(table));
+          r.keep.push_back(state.params_shard(table));
+          r.work = std::make_shared<BothWork>(r.work, comm.all_gather(r.keep[2], r.keep[3], group));
+        }
       } else {
         // After the optimizer (ZeRO-1/2): every rank brings its updated shard.
         at::Tensor input = state.params_shard(r.segment).clone();
@@ -246,6 +279,7 @@ void Executor::Run::complete(OpId id, Clock::time_point when) {
       pending_shard.erase(r.segment);
     } else if (c->kind == plan::CollectiveKind::all_gather && id < layout.optimizer_op) {
       state.hold_gathered(r.segment, r.keep[0]);
+      if (r.keep.size() == 4) state.hold_gathered(state.segment_index(0), r.keep[2]);
     }
   } else {
     const auto& p = std::get<plan::P2P>(op.payload);
@@ -326,7 +360,6 @@ void Executor::Run::execute() {
     if (Clock::now() - last_progress > ex.options_.timeout) stalled();
     watcher.wait_any(std::chrono::milliseconds(1));
   }
-  if (pinned_segment >= 0) state.release_gathered(pinned_segment);
   if (!acts.empty() || !local_hidden.empty() || !local_grad.empty() || !received.empty()) {
     throw RuntimeError("rank " + std::to_string(ex.rank_) +
                        ": the plan left activations or messages unused at the end of the step");
@@ -352,19 +385,6 @@ Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, con
       std::make_unique<ModelState>(plan, rank, *units_, options_.seed, options_.optimizer, device);
   if (sc.strategy.precision == spec::Precision::fp16) {
     scaler_ = std::make_unique<DynamicLossScaler>(sc.strategy.loss_scale);
-  }
-  if (state_->layout().opt_sharded) {
-    for (OpId id : rank_ops(plan, rank)) {
-      const auto* c = std::get_if<plan::Collective>(&plan.ops[id].payload);
-      if (c && c->purpose == plan::CommPurpose::tied_embedding) {
-        throw SpecError(
-            "strategy.sharding",
-            "tied embeddings across pipeline stages with a sharded optimizer: the plan sums the "
-            "two copies' gradients after the data-parallel reduce-scatter, when each rank holds "
-            "only a shard, which cannot be executed exactly; untie the embeddings "
-            "(\"tied_embeddings\": false) or use sharding none with pp > 1");
-      }
-    }
   }
 }
 

@@ -56,11 +56,6 @@ void Executor::Run::forward(const plan::Op& op, const plan::Compute& c) {
     if (!x.defined()) x = take(local_hidden, unit_key(c.microbatch, c.unit_begin), op, "input");
   }
   for (int u = c.unit_begin; u < c.unit_end; ++u) {
-    if (u == 0 && layout.params_sharded && units.head_borrows_embedding() && pinned_segment < 0) {
-      // The tied head reads the word table later in the step: keep unit 0 gathered.
-      pinned_segment = state.segment_index(0);
-      state.pin_gathered(pinned_segment);
-    }
     const at::Tensor& tokens = (u == 0 || u == head_unit) ? batch(c.microbatch) : at::Tensor();
     const std::int64_t s = plan.scenario.training.seq_len;
     at::Tensor input = u == 0 ? tokens.narrow(1, 0, s) : x;
@@ -183,6 +178,7 @@ void Executor::Run::run_compute(OpId id) {
     if (e.cls == plan::TensorClass::gathered_params && e.bytes < 0) {
       std::set<int> segs;
       for (int u = c.unit_begin; u < c.unit_end; ++u) segs.insert(state.segment_index(u));
+      if (gathers_table(c.unit_begin, c.unit_end)) segs.insert(state.segment_index(0));
       for (int s : segs) state.release_gathered(s);
     }
   }

@@ -65,7 +65,6 @@ struct Executor::Run {
   std::unordered_map<OpId, at::Tensor> received;  // recv op → delivered buffer
   std::map<int, at::Tensor> pending_shard;        // segment → shard awaiting its all-reduce
   double inflight_bucket_bytes = 0;
-  int pinned_segment = -1;
   std::vector<result::Span> spans;
   MemoryTimeline memory;
   AllocationMeter meter;
@@ -89,6 +88,9 @@ struct Executor::Run {
 
   // ---- communication (executor.cpp) --------------------------------------------------------
   int segment_of(const plan::Collective& c) const;
+  /// The plan's gather of units [u0, u1) also brings the word table the tied head borrows
+  /// (plan::Unit::gather_params): the head of a one-stage tied model under ZeRO-3/FULL_SHARD.
+  bool gathers_table(int u0, int u1) const;
   void start_collective(OpId id);
   void post_p2p(OpId id);
   void complete(OpId id, Clock::time_point when);

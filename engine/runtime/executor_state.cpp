@@ -154,13 +154,6 @@ void ModelState::release_gathered(int segment) {
   if (--holders_[segment] == 0) drop_storage(gathered_[segment]);
 }
 
-void ModelState::pin_gathered(int segment) {
-  if (holders_[segment] == 0) {
-    throw RuntimeError("segment " + std::to_string(segment) + " pinned while not gathered");
-  }
-  ++holders_[segment];
-}
-
 // ---- gradients ----------------------------------------------------------------------------
 
 void ModelState::zero_grads() {

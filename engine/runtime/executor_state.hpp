@@ -57,8 +57,6 @@ class ModelState {
   /// (saved by autograd) see the data of the next gather, as FSDP's resized storage does.
   void release_gathered(int segment);
   bool gathered(int segment) const { return holders_[segment] > 0; }
-  /// Counts one more holder of a gathered segment (the tied head keeps the word table).
-  void pin_gathered(int segment);
 
   // ---- gradients ----------------------------------------------------------------------
   void zero_grads();

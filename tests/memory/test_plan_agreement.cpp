@@ -65,6 +65,24 @@ TEST(AgreementWithThePlan, DataParallelVariants) {
   }
 }
 
+// Tied word embeddings on one stage: a resharding head gathers the table with its parameters.
+TEST(AgreementWithThePlan, TiedHeadVariants) {
+  const std::string model = R"("model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 1000,
+                                          "max_positions": 512, "tied_embeddings": true})";
+  for (const char* sharding : {"zero3", "FULL_SHARD", "SHARD_GRAD_OP"}) {
+    for (const char* recompute : {"none", "full"}) {
+      for (int prefetch : {0, 1}) {
+        const std::string text =
+            "{" + model + R"(, "cluster": {"preset": "dgx-a100-80gb"}, "strategy": {"dp": 8,
+            "micro_batch_size": 2, "grad_accum": 3, "sharding": ")" +
+            sharding + R"(", "mixed_precision": "bf16", "recompute": ")" + recompute +
+            R"(", "prefetch": )" + std::to_string(prefetch) + R"(}, "training": {"seq_len": 512}})";
+        expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+      }
+    }
+  }
+}
+
 TEST(AgreementWithThePlan, PipelineVariants) {
   const std::string model = R"("model": {"layers": 8, "hidden": 256, "heads": 4, "vocab": 1000,
                                           "max_positions": 512})";

@@ -17,6 +17,8 @@ using plan::P2P;
 using plan::Phase;
 using plan::StepPlan;
 using plan::TensorClass;
+using plan::OpId;
+using plan::kNoOp;
 
 // Structural invariants every plan must satisfy.
 void check_invariants(const StepPlan& p) {
@@ -98,15 +100,17 @@ TEST(Builder, OneBucketMeansOneAllReduceAfterBackward) {
 }
 
 TEST(Builder, Zero3MovesOneAndAHalfTimesDdp) {
-  const auto ddp = plan::build_plan(test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}}));
-  const auto z1 = plan::build_plan(
-      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero1"}}));
-  const auto z2 = plan::build_plan(
-      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero2"}}));
-  const auto z3 = plan::build_plan(
-      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero3"}}));
-  const auto fsdp = plan::build_plan(
-      test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "FULL_SHARD"}}));
+  // Untied: a tied head gathers the word table again (TiedHeadUnderZero3GathersTheWordTable).
+  auto untied = [](const nlohmann::json& strategy) {
+    auto s = test::small_scenario(strategy);
+    s.model.tied_embeddings = false;
+    return plan::build_plan(s);
+  };
+  const auto ddp = untied({{"dp", 8}, {"mixed_precision", "bf16"}});
+  const auto z1 = untied({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero1"}});
+  const auto z2 = untied({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero2"}});
+  const auto z3 = untied({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "zero3"}});
+  const auto fsdp = untied({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", "FULL_SHARD"}});
   const double base = test::wire_bytes(ddp, 0);
   EXPECT_GT(base, 0);
   EXPECT_NEAR(test::wire_bytes(z1, 0) / base, 1.0, 1e-12);
@@ -222,6 +226,82 @@ TEST(Builder, TiedEmbeddingsSyncAcrossFirstAndLastStage) {
     }
   }
   EXPECT_EQ(tied, 2);  // stage 0 and stage 3 of replica 0
+}
+
+TEST(Builder, TiedHeadUnderZero3GathersTheWordTable) {
+  // One stage, parameters resharded after each use: the head's gathers bring the table it
+  // borrows from the embedding, and free it with its own parameters.
+  for (const char* sharding : {"zero3", "FULL_SHARD"}) {
+    const auto p = plan::build_plan(
+        test::small_scenario({{"dp", 8}, {"mixed_precision", "bf16"}, {"sharding", sharding}}));
+    const auto& head = p.layout.units.back();
+    const double table = 32000.0 * 1024.0;
+    EXPECT_DOUBLE_EQ(head.gather_params, head.params + table) << sharding;
+    int head_gathers = 0;
+    for (OpId id : p.ranks[0].streams[static_cast<int>(plan::Stream::gather)]) {
+      const auto& c = std::get<Collective>(p.ops[id].payload);
+      if (c.unit_begin == static_cast<int>(p.layout.units.size()) - 1) {
+        ++head_gathers;
+        EXPECT_DOUBLE_EQ(c.bytes, 2.0 * (head.params + table));
+      }
+    }
+    EXPECT_EQ(head_gathers, 2) << sharding;  // forward and backward of the one micro-batch
+  }
+  // Kept from forward to backward (SHARD_GRAD_OP), the embedding's gather serves the head.
+  const auto kept = plan::build_plan(test::small_scenario({{"dp", 8}, {"sharding", "SHARD_GRAD_OP"}}));
+  EXPECT_DOUBLE_EQ(kept.layout.units.back().gather_params, kept.layout.units.back().params);
+}
+
+TEST(Builder, ParamGathersAreEmittedRightAfterTheComputeTheyWaitFor) {
+  // Backends issue a rank's collectives in op order: a gather emitted after a later unit's
+  // reduce-scatter could not be prefetched. Between a gather and the compute op it waits for,
+  // the rank emits only collectives that wait for that same op.
+  for (int prefetch : {0, 1, 2}) {
+    for (const char* sharding : {"zero3", "FULL_SHARD", "SHARD_GRAD_OP"}) {
+      const auto p = plan::build_plan(test::small_scenario(
+          {{"dp", 8}, {"sharding", sharding}, {"grad_accum", 2}, {"prefetch", prefetch}}));
+      int checked = 0;
+      for (OpId id : p.ranks[0].streams[static_cast<int>(plan::Stream::gather)]) {
+        const auto deps = p.deps_of(p.ops[id]);
+        if (deps.empty()) continue;
+        ASSERT_EQ(deps.size(), 1u);
+        for (OpId between = deps[0] + 1; between < id; ++between) {
+          const auto& op = p.ops[between];
+          if (op.rank != 0 || !std::holds_alternative<Collective>(op.payload)) continue;
+          const auto d = p.deps_of(op);
+          EXPECT_NE(std::find(d.begin(), d.end(), deps[0]), d.end())
+              << sharding << " prefetch " << prefetch << ": op " << between << " before gather "
+              << id;
+        }
+        ++checked;
+      }
+      EXPECT_GT(checked, 0);
+    }
+  }
+}
+
+TEST(Builder, TiedTableSyncsBeforeTheZero1ReduceScatterOfItsBucket) {
+  const auto p = plan::build_plan(test::small_scenario(
+      {{"dp", 2}, {"pp", 4}, {"grad_accum", 4}, {"sharding", "zero1"}}));
+  const int head = static_cast<int>(p.layout.units.size()) - 1;
+  for (int rank : {0, 6}) {  // stage 0 (embedding) and stage 3 (head) of replica 0
+    const int tied_unit = rank == 0 ? 0 : head;
+    OpId tied = kNoOp, rs = kNoOp;
+    for (const auto& op : p.ops) {
+      if (op.rank != rank) continue;
+      const auto* c = std::get_if<Collective>(&op.payload);
+      if (!c) continue;
+      if (c->purpose == plan::CommPurpose::tied_embedding) tied = op.id;
+      if (c->kind == plan::CollectiveKind::reduce_scatter && c->unit_begin <= tied_unit &&
+          tied_unit < c->unit_end) {
+        rs = op.id;
+      }
+    }
+    ASSERT_NE(tied, kNoOp);
+    ASSERT_NE(rs, kNoOp);
+    const auto deps = p.deps_of(p.ops[rs]);
+    EXPECT_NE(std::find(deps.begin(), deps.end(), tied), deps.end()) << "rank " << rank;
+  }
 }
 
 TEST(Builder, HybridShardReduceScattersInNodeAndAllReducesAcrossNodes) {

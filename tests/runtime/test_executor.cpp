@@ -176,11 +176,18 @@ TEST(Executor, TiedZero3) {
                        {{"tied_embeddings", true}});
 }
 
-TEST(Executor, RefusesTiedPipelineWithShardedOptimizer) {
-  // The plan syncs the two word tables after the reduce-scatter, when ranks hold shards.
-  auto s = tiny_scenario(4, {{"dp", 2}, {"pp", 2}, {"sharding", "zero1"}, {"micro_batch_size", 1}},
-                         {{"tied_embeddings", true}});
-  EXPECT_THROW(run_inproc(s, train_options(1)), SpecError);
+TEST(Executor, TiedPipelineWithShardedOptimizer) {
+  // The two word tables are summed before the reduce-scatter of the bucket that holds them.
+  expect_same_training({{"dp", 2}, {"pp", 2}, {"sharding", "zero1"}, {"micro_batch_size", 1}}, 4,
+                       {{"tied_embeddings", true}});
+}
+TEST(Executor, TiedFullShardGathersTableForHead) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "FULL_SHARD"}}, 2,
+                       {{"tied_embeddings", true}});
+}
+TEST(Executor, TiedShardGradOp) {
+  expect_same_training({{"dp", 2}, {"micro_batch_size", 2}, {"sharding", "SHARD_GRAD_OP"}},
+                       2, {{"tied_embeddings", true}});
 }
 
 TEST(Executor, ModernBlocksUnderZero2) {
