@@ -100,7 +100,9 @@ int run_sim(const SimArgs& a) {
   std::printf("  MFU              %.1f %% of %.1f TFLOP/s %s per GPU\n", 100.0 * m.mfu,
               m.peak_flops.flops_per_s / units::kTera, spec::to_string(m.peak_flops.dtype));
   std::printf("  bubble fraction  %.4f\n", m.bubble_fraction);
-  std::printf("  exposed comm     %.2f ms per rank\n", m.exposed_comm_s * 1e3);
+  std::printf("  exposed comm     %.2f ms per rank (of %.2f ms communicating: %.0f %% hidden)\n",
+              m.exposed_comm_s * 1e3, m.comm_s * 1e3,
+              m.comm_s > 0 ? 100.0 * (1.0 - m.exposed_comm_s / m.comm_s) : 0.0);
   std::printf("  comm per step   ");
   for (int c = 0; c < result::kCommCategoryCount; ++c) {
     if (m.comm_bytes[c] > 0) {

@@ -29,6 +29,7 @@ struct RankStats {
   double model_end_s = 0;
   double end_s = 0;
   double exposed_comm_s = 0;
+  double comm_s = 0;
   std::array<double, kCommCategoryCount> comm_bytes{};
 };
 
@@ -59,9 +60,10 @@ double exposed_comm(const std::vector<Span>& spans) {
 
 RankStats rank_stats(const RankResult& r) {
   RankStats st;
-  std::vector<std::pair<double, double>> model;
+  std::vector<std::pair<double, double>> model, comm;
   for (const Span& s : r.spans) {
     st.end_s = std::max(st.end_s, s.end_s);
+    if (!is_compute(s.kind)) comm.emplace_back(s.start_s, s.end_s);
     if (is_model_compute(s.kind)) {
       model.emplace_back(s.start_s, s.end_s);
       st.model_end_s = std::max(st.model_end_s, s.end_s);
@@ -72,6 +74,7 @@ RankStats rank_stats(const RankResult& r) {
     }
   }
   st.model_busy_s = union_length(std::move(model));
+  st.comm_s = union_length(std::move(comm));
   st.exposed_comm_s = exposed_comm(r.spans);
   return st;
 }
@@ -88,7 +91,7 @@ Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
   }
   Metrics m;
   m.model_flops_per_step = model_flops_per_step;
-  double model_end = 0, busy_sum = 0, exposed_sum = 0;
+  double model_end = 0, busy_sum = 0, exposed_sum = 0, comm_sum = 0;
   for (int i = 0; i < world; ++i) {
     const int own = r.ranks[i].same_as >= 0 ? r.ranks[i].same_as : i;
     const RankStats& st = stats[own];
@@ -96,6 +99,7 @@ Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
     model_end = std::max(model_end, st.model_end_s);
     busy_sum += st.model_busy_s;
     exposed_sum += st.exposed_comm_s;
+    comm_sum += st.comm_s;
     for (int c = 0; c < kCommCategoryCount; ++c) m.comm_bytes[c] += st.comm_bytes[c];
   }
   const auto& s = r.scenario;
@@ -103,6 +107,7 @@ Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
   m.peak_flops.flops_per_s = s.cluster.gpu.peak(m.peak_flops.dtype);
   if (world > 0) {
     m.exposed_comm_s = exposed_sum / world;
+    m.comm_s = comm_sum / world;
     // Busy time never exceeds the span it lies in; clamp the rounding of long sums at 0.
     if (model_end > 0) m.bubble_fraction = std::max(0.0, 1.0 - busy_sum / world / model_end);
   }

@@ -166,6 +166,7 @@ nlohmann::json metrics_to_json(const Metrics& m) {
        {{"flops_per_s", m.peak_flops.flops_per_s}, {"dtype", spec::to_string(m.peak_flops.dtype)}}},
       {"bubble_fraction", m.bubble_fraction},
       {"exposed_comm_s", m.exposed_comm_s},
+      {"comm_s", m.comm_s},
       {"comm_bytes", std::move(comm)}};
   if (!m.losses.empty()) j["losses"] = m.losses;
   return j;
@@ -185,6 +186,7 @@ Metrics metrics_from_json(const nlohmann::json& j, const std::string& where) {
       where + ".peak_flops.dtype");
   m.bubble_fraction = j.at("bubble_fraction").get<double>();
   m.exposed_comm_s = j.at("exposed_comm_s").get<double>();
+  m.comm_s = j.value("comm_s", m.exposed_comm_s);  // results written before comm_s existed
   const auto& comm = j.at("comm_bytes");
   for (int c = 0; c < kCommCategoryCount; ++c) {
     const char* name = to_string(static_cast<CommCategory>(c));

@@ -110,6 +110,9 @@ struct Metrics {
   PeakFlops peak_flops;  ///< per GPU: what MFU divides by
   double bubble_fraction = 0;
   double exposed_comm_s = 0;
+  /// Time per rank (mean) during which any communication runs; 1 − exposed/comm is the
+  /// fraction of communication hidden behind compute.
+  double comm_s = 0;
   std::array<double, kCommCategoryCount> comm_bytes{};  ///< summed over all ranks
   /// Real executor: per step, the mean loss over the whole global batch (empty for sim).
   std::vector<double> losses;

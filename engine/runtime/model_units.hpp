@@ -94,19 +94,22 @@ class GptUnits {
   at::Tensor to_boundary(const at::Tensor& hidden) const;
 
  private:
+  /// A unit's parameters as one tensor per slot (layout order), views of the flat buffer.
+  using Parts = std::vector<at::Tensor>;
   at::Tensor param_leaf(const at::Tensor& params) const;
-  at::Tensor view(const at::Tensor& leaf, const UnitLayout& l, const char* name) const;
-  at::Tensor embedding_forward(const at::Tensor& p, const at::Tensor& tokens) const;
-  at::Tensor norm(const at::Tensor& p, const UnitLayout& l, const std::string& name,
+  Parts split_params(const at::Tensor& flat, const UnitLayout& l) const;
+  const at::Tensor& view(const Parts& p, const UnitLayout& l, const char* name) const;
+  at::Tensor embedding_forward(const Parts& p, const at::Tensor& tokens) const;
+  at::Tensor norm(const Parts& p, const UnitLayout& l, const std::string& name,
                   const at::Tensor& x) const;
-  at::Tensor linear(const at::Tensor& p, const UnitLayout& l, const std::string& name,
+  at::Tensor linear(const Parts& p, const UnitLayout& l, const std::string& name,
                     const at::Tensor& x) const;
-  void qkv(const at::Tensor& p, const UnitLayout& l, const at::Tensor& x, at::Tensor& q,
+  void qkv(const Parts& p, const UnitLayout& l, const at::Tensor& x, at::Tensor& q,
            at::Tensor& k, at::Tensor& v) const;
   at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
-  at::Tensor block_rest(const at::Tensor& p, const UnitLayout& l, const at::Tensor& x,
+  at::Tensor block_rest(const Parts& p, const UnitLayout& l, const at::Tensor& x,
                         const at::Tensor& core) const;
-  at::Tensor head_forward(const at::Tensor& p, const at::Tensor& word_table, const at::Tensor& x,
+  at::Tensor head_forward(const Parts& p, const at::Tensor& word_table, const at::Tensor& x,
                           const at::Tensor& targets) const;
   void run_forward(UnitActivation& act, bool keep_core_graph) const;
 

@@ -20,6 +20,7 @@
 #include "engine/runtime/checkpoint.hpp"
 #include "engine/runtime/dist_env.hpp"
 #include "engine/runtime/store.hpp"
+#include "engine/runtime/threads.hpp"
 #include "engine/runtime/worker.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
@@ -246,7 +247,7 @@ int run_worker(const WorkerArgs& args) {
   if (!cuda) {
     // The node's cores are shared by its worker processes.
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    at::set_num_threads(static_cast<int>(std::max(1u, cores / std::max(1, env.local_world_size))));
+    set_cpu_threads(static_cast<int>(std::max(1u, cores / std::max(1, env.local_world_size))));
   }
   const spec::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);
@@ -331,7 +332,10 @@ int run_worker(const WorkerArgs& args) {
       result::save_result(r, args.output);
       std::cout << "wrote " << args.output << " (step time " << std::setprecision(4)
                 << m.step_time_s << " s, " << m.tokens_per_s << " tokens/s, final loss "
-                << (res.losses.empty() ? 0.0 : res.losses.back()) << ")" << std::endl;
+                << (res.losses.empty() ? 0.0 : res.losses.back()) << "; communication "
+                << m.comm_s * 1e3 << " ms per rank in the traced step, "
+                << (m.comm_s > 0 ? 100.0 * (1.0 - m.exposed_comm_s / m.comm_s) : 0.0)
+                << " % hidden behind compute)" << std::endl;
     }
   }
   comm->barrier(GroupSpec{});

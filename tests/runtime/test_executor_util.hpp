@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/inproc_communicator.hpp"
+#include "engine/runtime/threads.hpp"
 #include "engine/runtime/worker.hpp"
 #include "engine/spec/scenario.hpp"
 
@@ -75,7 +76,7 @@ struct InprocRun {
 
 /// Trains `s` with one thread per rank; rethrows the first rank's exception.
 inline InprocRun run_inproc(const spec::Scenario& s, runtime::TrainOptions options) {
-  at::set_num_threads(1);
+  runtime::set_cpu_threads(1);
   const int n = s.world_size();
   auto comms = runtime::make_inproc_world(n, std::chrono::seconds(60));
   InprocRun run;
