@@ -39,7 +39,8 @@ struct Sweep {
   std::vector<std::int64_t> elementwise_elements;
   double elementwise_s = 0;
   std::vector<std::int64_t> comm_bytes;
-  double comm_budget_s = 0;  // timed loop per size
+  double comm_budget_s = 0;  // timed loops per size, all repeats together
+  int repeats = 1;           // timed loops per size (the median counts)
   int comm_max_iters = 0;
   double overlap_s = 0;
   std::int64_t overlap_dim = 0;
@@ -65,7 +66,8 @@ Sweep sweep_for(bool quick) {
     s.elementwise_elements = {64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
     s.elementwise_s = 0.05;
     s.comm_bytes = {1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20};
-    s.comm_budget_s = 0.1;
+    s.comm_budget_s = 0.15;
+    s.repeats = 3;
     s.comm_max_iters = 200;
     s.overlap_s = 0.5;
     s.overlap_dim = 256;
@@ -254,6 +256,14 @@ class Calibration {
     say(line.str());
   }
 
+  // Each size's time is the median of `repeats` timed loops (each a third of the budget), so
+  // that a moment of interference from other processes on a shared machine does not set it.
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+
   spec::NetworkProfile network() {
     spec::NetworkProfile net;
     net.backend = comm_.backend();
@@ -266,16 +276,24 @@ class Calibration {
       b.sizes = sweep_.comm_bytes;
       b.warmup = 1;
       b.iters = sweep_.comm_max_iters;
-      b.budget_s = sweep_.comm_budget_s;
+      b.budget_s = sweep_.comm_budget_s / sweep_.repeats;
       b.check = true;
-      std::vector<spec::SizePoint> points;
-      for (const auto& row : run_commbench(comm_, b)) {
-        if (row.wrong != 0) {
-          throw RuntimeError(std::string("calibrate: ") + spec::to_string(op) + " of " +
-                             std::to_string(row.bytes) + " B gave " + std::to_string(row.wrong) +
-                             " wrong elements");
+      std::vector<std::vector<double>> times(b.sizes.size());
+      for (int rep = 0; rep < sweep_.repeats; ++rep) {
+        b.check = rep == 0;  // once is enough to know the op is right
+        const auto rows = run_commbench(comm_, b);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          if (rows[i].wrong > 0) {
+            throw RuntimeError(std::string("calibrate: ") + spec::to_string(op) + " of " +
+                               std::to_string(rows[i].bytes) + " B gave " +
+                               std::to_string(rows[i].wrong) + " wrong elements");
+          }
+          times[i].push_back(rows[i].time_s);
         }
-        points.push_back({static_cast<double>(row.bytes), row.time_s});
+      }
+      std::vector<spec::SizePoint> points;
+      for (std::size_t i = 0; i < b.sizes.size(); ++i) {
+        points.push_back({static_cast<double>(b.sizes[i]), median(times[i])});
       }
       net.ops[op] = fit_comm(op, points);
       say_comm(op, net.ops[op]);
@@ -311,12 +329,16 @@ class Calibration {
       round_trip();
       const double estimate = max(seconds_since(t0));
       const int iters = static_cast<int>(std::clamp<double>(
-          std::ceil(sweep_.comm_budget_s / std::max(estimate, 1e-9)), 2, sweep_.comm_max_iters));
-      comm_.barrier({});
-      t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) round_trip();
-      const double one_way = active ? seconds_since(t0) / (2.0 * iters) : 0.0;
-      points.push_back({static_cast<double>(bytes), max(one_way)});
+          std::ceil(sweep_.comm_budget_s / sweep_.repeats / std::max(estimate, 1e-9)), 2,
+          sweep_.comm_max_iters));
+      std::vector<double> trials;
+      for (int rep = 0; rep < sweep_.repeats; ++rep) {
+        comm_.barrier({});
+        t0 = Clock::now();
+        for (int i = 0; i < iters; ++i) round_trip();
+        trials.push_back(max(active ? seconds_since(t0) / (2.0 * iters) : 0.0));
+      }
+      points.push_back({static_cast<double>(bytes), median(trials)});
     }
     return points;
   }

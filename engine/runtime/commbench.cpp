@@ -276,8 +276,7 @@ std::string commbench_header(const CommBenchOptions& o, int world_size) {
                 "#                                                         %s\n"
                 "#       size         count      type   redop    root      time   algbw   busbw "
                 " #wrong\n"
-                "#        (B)    (elements)                                 (us)  (GB/s)  (GB/s) "
-                "       \n",
+                "#        (B)    (elements)                                 (us)  (GB/s)  (GB/s)\n",
                 spec::to_string(o.op), world_size, world_size == 1 ? "" : "s", placement,
                 spec::bus_factor(o.op, world_size), placement);
   return buf;
