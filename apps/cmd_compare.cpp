@@ -1,10 +1,13 @@
 // `stratagem compare <scenario> [--strategies a,b,...] [--json]`: one table of the
-// scenario's model and cluster trained with several strategies, simulated.
+// scenario's model and cluster trained with several strategies, simulated. `--profile p.json`
+// simulates them on a calibrated machine instead of the scenario's GPU and links.
 #include <iostream>
 
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "engine/plan/builder.hpp"
+#include "engine/spec/profile.hpp"
+#include "sim/cost_models.hpp"
 #include "sim/search.hpp"
 #include "sim/simulator.hpp"
 #include "sim/strategy_variants.hpp"
@@ -15,11 +18,13 @@ namespace {
 struct Options {
   std::string scenario = "default";
   std::vector<std::string> strategies;
+  std::string profile;
   bool json = false;
 };
 
 int run(const Options& o) {
-  const auto base = spec::load_scenario(o.scenario);
+  auto base = spec::load_scenario(o.scenario);
+  if (!o.profile.empty()) spec::apply_profile(base, spec::load_profile(o.profile));
   const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
   const auto variants = sim::make_variants(base, names);
   sim::Simulator simulator;
@@ -57,7 +62,11 @@ int run(const Options& o) {
                    {"fits", !oom}});
   }
   if (o.json) {
-    std::cout << nlohmann::json{{"scenario", base.name}, {"strategies", out}}.dump(2) << "\n";
+    std::cout << nlohmann::json{{"scenario", base.name},
+                                {"hardware", sim::make_cost_models(base).profile},
+                                {"strategies", out}}
+                     .dump(2)
+              << "\n";
     return 0;
   }
   const auto& gpu = base.cluster.gpu;
@@ -85,6 +94,9 @@ Registration reg{{"compare", "Compare strategies for one scenario in one table (
                                    "Comma-separated: base, ddp, zero1, zero2, zero3, fsdp, "
                                    "shard_grad_op, hybrid, gpipe, 1f1b, interleaved, offload")
                         ->delimiter(',');
+                    sub.add_option("--profile", o->profile,
+                                   "Hardware profile from `stratagem calibrate` in place of the "
+                                   "scenario's GPU and links");
                     sub.add_flag("--json", o->json, "Print JSON");
                     return std::function<int()>([o] { return run(*o); });
                   }}};

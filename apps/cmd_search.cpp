@@ -1,13 +1,17 @@
 // `stratagem search --model M --cluster C [--nodes N] [--global_batch B] [--seq_len S]`:
 // the best strategies by simulated throughput and the throughput/memory Pareto front.
+// `--profile p.json` searches on a calibrated machine: its devices (one per profiled process,
+// or --cluster's layout when given) with the measured compute and communication costs.
 #include <unistd.h>
 
 #include <iostream>
+#include <optional>
 
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/presets.hpp"
+#include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
 #include "sim/search.hpp"
 
@@ -22,6 +26,8 @@ struct Options {
   std::int64_t seq_len = 2048;
   int top = 10;
   std::vector<std::string> precisions;
+  std::string profile;
+  bool cluster_given = false;
   bool json = false;
   bool quiet = false;
 };
@@ -40,9 +46,24 @@ nlohmann::json candidate_json(const sim::Candidate& c) {
 
 int run(const Options& o) {
   nlohmann::json cluster = {{"preset", o.cluster}};
+  std::optional<spec::HardwareProfile> profile;
+  std::string cluster_name = o.cluster;
+  if (!o.profile.empty()) {
+    profile = spec::load_profile(o.profile);
+    cluster_name = "profile " + profile->name;
+    if (!o.cluster_given) {
+      // One device per profiled process on one machine; apply_profile fills in the rest.
+      const int devices =
+          profile->network ? profile->network->processes : profile->machine.processes;
+      cluster = {{"name", cluster_name},
+                 {"gpus_per_node", devices},
+                 {"gpu", spec::to_json(spec::profile_gpu(*profile))},
+                 {"intra_node", {{"bandwidth_GBps", 1}}}};
+    }
+  }
   if (o.nodes > 0) cluster["nodes"] = o.nodes;
   // Any valid strategy will do as the starting point: the search replaces it.
-  nlohmann::json base_json = {{"name", o.model + " on " + o.cluster},
+  nlohmann::json base_json = {{"name", o.model + " on " + cluster_name},
                               {"model", {{"preset", o.model}}},
                               {"cluster", cluster},
                               {"strategy", nlohmann::json::object()},
@@ -57,7 +78,11 @@ int run(const Options& o) {
                                           std::to_string(c.world_size()) + " GPUs");
   }
   base_json["training"]["global_batch"] = o.global_batch;
-  const auto base = spec::parse_scenario(base_json, "search");
+  auto base = spec::parse_scenario(base_json, "search");
+  if (profile) {
+    spec::apply_profile(base, *profile);
+    c = base.cluster;
+  }
 
   sim::SearchOptions options;
   if (!o.precisions.empty()) {
@@ -89,7 +114,7 @@ int run(const Options& o) {
     }
     for (int i : result.pareto) front.push_back(candidate_json(result.ranked[i]));
     std::cout << nlohmann::json{{"model", o.model},
-                                {"cluster", o.cluster},
+                                {"cluster", cluster_name},
                                 {"gpus", c.world_size()},
                                 {"enumerated", result.enumerated},
                                 {"invalid", result.invalid},
@@ -135,7 +160,11 @@ Registration reg{
     {"search", "Search strategies for a model on a cluster (simulated)", 15, [](CLI::App& sub) {
        auto o = std::make_shared<Options>();
        sub.add_option("--model", o->model, "Model preset")->capture_default_str();
-       sub.add_option("--cluster", o->cluster, "Cluster preset")->capture_default_str();
+       auto* cluster = sub.add_option("--cluster", o->cluster, "Cluster preset");
+       cluster->capture_default_str();
+       sub.add_option("--profile", o->profile,
+                      "Hardware profile from `stratagem calibrate`: search on that machine "
+                      "(its processes as devices unless --cluster is given)");
        sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)");
        sub.add_option("--global_batch", o->global_batch, "Samples per step")->capture_default_str();
        sub.add_option("--seq_len", o->seq_len, "Tokens per sample")->capture_default_str();
@@ -145,7 +174,10 @@ Registration reg{
            ->delimiter(',');
        sub.add_flag("--json", o->json, "Print JSON");
        sub.add_flag("--quiet", o->quiet, "No progress bar");
-       return std::function<int()>([o] { return run(*o); });
+       return std::function<int()>([o, cluster] {
+         o->cluster_given = cluster->count() > 0;
+         return run(*o);
+       });
      }}};
 
 }  // namespace

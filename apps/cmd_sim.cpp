@@ -1,5 +1,6 @@
 // `stratagem sim <scenario> [-o result.json] [--chrome-trace trace.json] [--csv spans.csv]
-// [--no-fold] [--json]`: builds the step plan, simulates it and prints the metrics.
+// [--no-fold] [--json] [--profile profile.json]`: builds the step plan, simulates it and prints
+// the metrics.
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -10,6 +11,7 @@
 #include "engine/result/export.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
 #include "sim/simulator.hpp"
 
@@ -17,9 +19,10 @@ namespace stratagem::cli {
 namespace {
 
 struct SimArgs {
-  std::string scenario, output, chrome_trace, csv, algorithm = "fastest";
+  std::string scenario, output, chrome_trace, csv, algorithm = "fastest", profile;
   bool no_fold = false, json = false;
   double slowdown = 0;
+  bool slowdown_given = false;
 };
 
 struct StageMemory {
@@ -47,11 +50,14 @@ sim::Algorithm parse_algorithm(const std::string& name) {
 
 int run_sim(const SimArgs& a) {
   using Clock = std::chrono::steady_clock;
-  const auto scenario = spec::load_scenario(a.scenario);
+  auto scenario = spec::load_scenario(a.scenario);
+  if (!a.profile.empty()) spec::apply_profile(scenario, spec::load_profile(a.profile));
   sim::CostOptions cost_options;
   cost_options.algorithm = parse_algorithm(a.algorithm);
-  if (a.slowdown < 0) throw SpecError("--comm-compute-slowdown", "must be >= 0");
-  cost_options.comm_compute_slowdown = a.slowdown;
+  if (a.slowdown_given) {
+    if (a.slowdown < 0) throw SpecError("--comm-compute-slowdown", "must be >= 0");
+    cost_options.comm_compute_slowdown = a.slowdown;
+  }
   const auto models = sim::make_cost_models(scenario, cost_options);
 
   const auto t0 = Clock::now();
@@ -131,10 +137,17 @@ Registration reg{
                     "Simulate every data-parallel replica instead of one per stage");
        sub.add_option("--algorithm", a->algorithm,
                       "All-reduce algorithm: ring, tree or fastest (default)");
-       sub.add_option("--comm-compute-slowdown", a->slowdown,
-                      "Compute slow-down while communication runs (default 0)");
+       auto* slowdown = sub.add_option(
+           "--comm-compute-slowdown", a->slowdown,
+           "Compute slow-down while communication runs (default: the profile's, else 0)");
+       sub.add_option("--profile", a->profile,
+                      "Hardware profile from `stratagem calibrate` in place of the scenario's "
+                      "GPU and links");
        sub.add_flag("--json", a->json, "Print the summary as JSON");
-       return std::function<int()>([a] { return run_sim(*a); });
+       return std::function<int()>([a, slowdown] {
+         a->slowdown_given = slowdown->count() > 0;
+         return run_sim(*a);
+       });
      }}};
 
 }  // namespace

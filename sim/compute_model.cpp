@@ -33,8 +33,8 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   // their smallest dimension d, and its memory-bound kernels (norms, softmax, activations,
   // residual adds, optimizer updates) move `bytes` through HBM. The two kinds of kernel run
   // one after the other on the stream, so their times add.
-  const double efficiency =
-      op.gemm_dim > 0 ? gpu_.matmul_efficiency.at(op.gemm_dim) : gpu_.matmul_efficiency.max;
+  const spec::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
+  const double efficiency = op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max;
   const double peak = gpu_.peak(op.dtype) * efficiency;
   const double compute_s = peak > 0 ? op.flops / peak : 0.0;
   const double memory_s = gpu_.hbm_bandwidth > 0 ? op.bytes / gpu_.hbm_bandwidth : 0.0;

@@ -2,6 +2,7 @@
 // The cost models a simulation runs with, chosen from the scenario: a roofline compute model
 // on its GPU and an α-β network on its cluster's links. Calibration (later) replaces them.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "engine/spec/scenario.hpp"
@@ -21,7 +22,8 @@ struct CostModels {
 
 struct CostOptions {
   Algorithm algorithm = Algorithm::fastest;
-  double comm_compute_slowdown = 0;
+  /// Overrides the slow-down; unset: the cluster's calibration's, or 0 without one.
+  std::optional<double> comm_compute_slowdown;
 };
 
 CostModels make_cost_models(const spec::Scenario& scenario, const CostOptions& options = {});

@@ -1,5 +1,7 @@
 #include "sim/network_model.hpp"
 
+#include <algorithm>
+
 #include "engine/spec/error.hpp"
 
 namespace stratagem::sim {
@@ -152,6 +154,59 @@ CommPhases AlphaBetaNetwork::p2p(bool same_node, units::Bytes bytes) const {
   const spec::LinkSpec& l = link(kind);
   CommPhases out;
   out.add({kind, l.latency, beta(bytes, l, kind)});
+  return out;
+}
+
+namespace {
+
+spec::CommOp comm_op(plan::CollectiveKind kind) {
+  switch (kind) {
+    case plan::CollectiveKind::all_reduce:
+      return spec::CommOp::all_reduce;
+    case plan::CollectiveKind::reduce_scatter:
+      return spec::CommOp::reduce_scatter;
+    case plan::CollectiveKind::all_gather:
+      return spec::CommOp::all_gather;
+    case plan::CollectiveKind::broadcast:
+      return spec::CommOp::broadcast;
+  }
+  return spec::CommOp::all_reduce;
+}
+
+double ring_steps(spec::CommOp op, int n) {
+  return op == spec::CommOp::all_reduce ? 2.0 * (n - 1) : n - 1.0;
+}
+
+units::Seconds measured_beta(const spec::MeasuredComm& m, double bytes, spec::CommOp op) {
+  if (bytes <= 0) return 0;
+  if (m.bus_bandwidth <= 0) {
+    throw SpecError(std::string("cluster.calibration.") + spec::to_string(op) + ".busbw_GBps",
+                    "must be > 0: the plan sends data this way");
+  }
+  return bytes / m.bus_bandwidth;
+}
+
+}  // namespace
+
+CommPhases CalibratedNetwork::collective(plan::CollectiveKind kind, const GroupShape& g,
+                                         units::Bytes bytes) const {
+  if (g.nodes > 1) return fallback_.collective(kind, g, bytes);
+  CommPhases out;
+  if (g.size <= 1) return out;
+  const spec::CommOp op = comm_op(kind);
+  const spec::MeasuredComm& m = cal_.at(op);
+  const int measured = std::max(cal_.processes, 2);
+  const double alpha = m.alpha_s * ring_steps(op, g.size) / ring_steps(op, measured);
+  out.add(
+      {LinkKind::intra_node, alpha, measured_beta(m, spec::bus_factor(op, g.size) * bytes, op)});
+  return out;
+}
+
+CommPhases CalibratedNetwork::p2p(bool same_node, units::Bytes bytes) const {
+  if (!same_node) return fallback_.p2p(same_node, bytes);
+  const spec::MeasuredComm& m = cal_.at(spec::CommOp::sendrecv);
+  CommPhases out;
+  out.add({LinkKind::intra_node, m.alpha_s, measured_beta(m, bytes, spec::CommOp::sendrecv)});
   return out;
 }
 

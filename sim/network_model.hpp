@@ -85,4 +85,25 @@ class AlphaBetaNetwork final : public NetworkModel {
   Algorithm algorithm_;
 };
 
+/// Communication inside a node costed from measurements (a hardware profile's network
+/// section, spec::CommCalibration) instead of closed forms on a link: a collective of kind k
+/// on n ranks with an S-byte buffer takes
+///   α_k · steps(k, n) / steps(k, n₀) + bus_factor(k, n) · S / busbw_k
+/// where n₀ is the measured group size, steps = 2(n−1) for all-reduce and n−1 for the others
+/// (ring steps; exact at n = n₀), and a p2p message α_p2p + S / busbw_p2p. One phase on the
+/// intra-node link, so concurrent transfers still share it. Groups spanning nodes and
+/// messages between nodes fall back to `fallback` (the cluster's α-β links).
+class CalibratedNetwork final : public NetworkModel {
+ public:
+  CalibratedNetwork(spec::CommCalibration calibration, AlphaBetaNetwork fallback)
+      : cal_(std::move(calibration)), fallback_(std::move(fallback)) {}
+  CommPhases collective(plan::CollectiveKind kind, const GroupShape& group,
+                        units::Bytes bytes) const override;
+  CommPhases p2p(bool same_node, units::Bytes bytes) const override;
+
+ private:
+  spec::CommCalibration cal_;
+  AlphaBetaNetwork fallback_;
+};
+
 }  // namespace stratagem::sim

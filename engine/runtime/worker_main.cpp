@@ -18,6 +18,7 @@
 
 #include "engine/result/metrics.hpp"
 #include "engine/runtime/checkpoint.hpp"
+#include "engine/runtime/device_bench.hpp"
 #include "engine/runtime/dist_env.hpp"
 #include "engine/runtime/store.hpp"
 #include "engine/runtime/threads.hpp"
@@ -29,58 +30,6 @@
 namespace stratagem::runtime {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-// CPU measurements: the best of a few short trials, so that a moment of interference from
-// other processes (the other workers start at the same time) does not set the peak.
-constexpr double kTrialSeconds = 0.02;
-constexpr int kTrials = 5;
-constexpr std::int64_t kMatmulDim = 256;
-constexpr std::int64_t kCopyBytes = 32LL << 20;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// Sustained rate of one repeated operation doing `work` units per call.
-template <typename F>
-double measure_rate(double work, F&& f) {
-  f();  // warm-up (allocations, kernel selection)
-  double best = 0;
-  for (int t = 0; t < kTrials; ++t) {
-    const auto t0 = Clock::now();
-    int calls = 0;
-    while (seconds_since(t0) < kTrialSeconds) {
-      f();
-      ++calls;
-    }
-    best = std::max(best, work * calls / seconds_since(t0));
-  }
-  return best;
-}
-
-spec::GpuSpec measure_cpu_device(int processes_on_node) {
-  spec::GpuSpec g;
-  const int threads = at::get_num_threads();
-  g.name = "cpu (measured, " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
-           " per process)";
-  const double pages = static_cast<double>(::sysconf(_SC_PHYS_PAGES));
-  const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
-  g.memory_bytes = pages * page / processes_on_node;
-  const double flop = 2.0 * kMatmulDim * kMatmulDim * kMatmulDim;
-  auto a = at::randn({kMatmulDim, kMatmulDim});
-  auto b = at::randn({kMatmulDim, kMatmulDim});
-  g.peak_fp32 = measure_rate(flop, [&] { (void)at::mm(a, b); });
-  g.peak_tf32 = g.peak_fp32;  // no tf32 on CPUs
-  auto ab = a.to(at::kBFloat16), bb = b.to(at::kBFloat16);
-  g.peak_bf16 = measure_rate(flop, [&] { (void)at::mm(ab, bb); });
-  // fp16 runs in fp32 on a CPU (model_units.hpp), so its attainable rate is fp32's.
-  g.peak_fp16 = g.peak_fp32;
-  auto src = at::empty({kCopyBytes / 4}), dst = at::empty({kCopyBytes / 4});
-  g.hbm_bandwidth = measure_rate(2.0 * static_cast<double>(kCopyBytes), [&] { dst.copy_(src); });
-  return g;
-}
 
 nlohmann::json scenario_json(const std::string& file_or_name) {
   // The same lookup as spec::load_scenario: a file, else a shipped scenario's name.
@@ -245,9 +194,7 @@ int run_worker(const WorkerArgs& args) {
       cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
            : c10::Device(c10::kCPU);
   if (!cuda) {
-    // The node's cores are shared by its worker processes.
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    set_cpu_threads(static_cast<int>(std::max(1u, cores / std::max(1, env.local_world_size))));
+    set_cpu_threads(cpu_threads_per_process(env.local_world_size));
   }
   const spec::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);

@@ -38,6 +38,30 @@ units::FlopsPerS GpuSpec::peak(DType d) const {
   return peak_fp32;
 }
 
+const EfficiencyCurve& GpuSpec::efficiency(DType d) const {
+  const auto it = matmul_efficiency_by_dtype.find(d);
+  return it != matmul_efficiency_by_dtype.end() ? it->second : matmul_efficiency;
+}
+
+namespace {
+
+constexpr DType kDTypes[] = {DType::fp32, DType::tf32, DType::fp16, DType::bf16};
+
+EfficiencyCurve parse_curve(const nlohmann::json& object, const std::string& path,
+                            EfficiencyCurve curve) {
+  ObjectReader e(object, path);
+  curve.max = e.number_or("max", curve.max, 0.01, 1.0);
+  curve.half_dim = e.number_or("half_dim", curve.half_dim, 0, 1e6);
+  e.finish();
+  return curve;
+}
+
+nlohmann::json curve_json(const EfficiencyCurve& c) {
+  return {{"max", c.max}, {"half_dim", c.half_dim}};
+}
+
+}  // namespace
+
 GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
   r.allow({"preset", "description", "source"});
@@ -58,10 +82,16 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   p.finish();
   g.hbm_bandwidth = units::gbps_to_bytes_per_s(r.number("hbm_GBps", 1e-3, 1e6));
   if (const nlohmann::json* eff = r.find("matmul_efficiency")) {
-    ObjectReader e(*eff, r.child_path("matmul_efficiency"));
-    g.matmul_efficiency.max = e.number_or("max", g.matmul_efficiency.max, 0.01, 1.0);
-    g.matmul_efficiency.half_dim = e.number_or("half_dim", g.matmul_efficiency.half_dim, 0, 1e6);
-    e.finish();
+    g.matmul_efficiency = parse_curve(*eff, r.child_path("matmul_efficiency"), g.matmul_efficiency);
+  }
+  if (const nlohmann::json* by = r.find("matmul_efficiency_by_dtype")) {
+    ObjectReader b(*by, r.child_path("matmul_efficiency_by_dtype"));
+    for (DType d : kDTypes) {
+      if (const nlohmann::json* c = b.find(to_string(d))) {
+        g.matmul_efficiency_by_dtype[d] = parse_curve(*c, b.child_path(to_string(d)), {});
+      }
+    }
+    b.finish();
   }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
   r.finish();
@@ -78,6 +108,25 @@ LinkSpec parse_link(const nlohmann::json& object, const std::string& path) {
   l.latency = units::us_to_s(r.number_or("latency_us", 0.0, 0, 1e7));
   r.finish();
   return l;
+}
+
+CommCalibration parse_calibration(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  CommCalibration c;
+  c.profile = r.string_or("profile", "");
+  c.processes = static_cast<int>(r.integer("processes", 2, 1 << 20));
+  c.comm_compute_slowdown = r.number_or("comm_compute_slowdown", 0.0, 0, 1e3);
+  for (int i = 0; i < kCommOpCount; ++i) {
+    const char* name = to_string(static_cast<CommOp>(i));
+    const nlohmann::json* op = r.find(name);
+    if (!op) throw SpecError(r.child_path(name), "missing required key");
+    ObjectReader o(*op, r.child_path(name));
+    c.ops[i].alpha_s = units::us_to_s(o.number("alpha_us", 0, 1e9));
+    c.ops[i].bus_bandwidth = units::gbps_to_bytes_per_s(o.number("busbw_GBps", 1e-9, 1e9));
+    o.finish();
+  }
+  r.finish();
+  return c;
 }
 
 }  // namespace
@@ -103,22 +152,29 @@ ClusterSpec parse_cluster(const nlohmann::json& object, const std::string& path)
   } else {
     c.inter_node = c.intra_node;
   }
+  if (const nlohmann::json* cal = r.find("calibration")) {
+    c.calibration = parse_calibration(*cal, r.child_path("calibration"));
+  }
   r.finish();
   return c;
 }
 
 nlohmann::json to_json(const GpuSpec& g) {
-  return {{"name", g.name},
-          {"memory_bytes", g.memory_bytes},
-          {"peak_tflops",
-           {{"fp32", g.peak_fp32 / units::kTera},
-            {"tf32", g.peak_tf32 / units::kTera},
-            {"fp16", g.peak_fp16 / units::kTera},
-            {"bf16", g.peak_bf16 / units::kTera}}},
-          {"hbm_GBps", g.hbm_bandwidth / units::kGB},
-          {"matmul_efficiency",
-           {{"max", g.matmul_efficiency.max}, {"half_dim", g.matmul_efficiency.half_dim}}},
-          {"kernel_launch_us", g.kernel_launch_s / units::kMicro}};
+  nlohmann::json j = {{"name", g.name},
+                      {"memory_bytes", g.memory_bytes},
+                      {"peak_tflops",
+                       {{"fp32", g.peak_fp32 / units::kTera},
+                        {"tf32", g.peak_tf32 / units::kTera},
+                        {"fp16", g.peak_fp16 / units::kTera},
+                        {"bf16", g.peak_bf16 / units::kTera}}},
+                      {"hbm_GBps", g.hbm_bandwidth / units::kGB},
+                      {"matmul_efficiency", curve_json(g.matmul_efficiency)},
+                      {"kernel_launch_us", g.kernel_launch_s / units::kMicro}};
+  if (!g.matmul_efficiency_by_dtype.empty()) {
+    nlohmann::json& by = j["matmul_efficiency_by_dtype"] = nlohmann::json::object();
+    for (const auto& [d, c] : g.matmul_efficiency_by_dtype) by[to_string(d)] = curve_json(c);
+  }
+  return j;
 }
 
 nlohmann::json to_json(const ClusterSpec& c) {
@@ -126,12 +182,25 @@ nlohmann::json to_json(const ClusterSpec& c) {
     return nlohmann::json{{"bandwidth_GBps", l.bandwidth / units::kGB},
                           {"latency_us", l.latency / units::kMicro}};
   };
-  return {{"name", c.name},
-          {"nodes", c.nodes},
-          {"gpus_per_node", c.gpus_per_node},
-          {"gpu", to_json(c.gpu)},
-          {"intra_node", link(c.intra_node)},
-          {"inter_node", link(c.inter_node)}};
+  nlohmann::json j = {{"name", c.name},
+                      {"nodes", c.nodes},
+                      {"gpus_per_node", c.gpus_per_node},
+                      {"gpu", to_json(c.gpu)},
+                      {"intra_node", link(c.intra_node)},
+                      {"inter_node", link(c.inter_node)}};
+  if (c.calibration) {
+    const CommCalibration& cal = *c.calibration;
+    nlohmann::json k = {{"profile", cal.profile},
+                        {"processes", cal.processes},
+                        {"comm_compute_slowdown", cal.comm_compute_slowdown}};
+    for (int i = 0; i < kCommOpCount; ++i) {
+      k[to_string(static_cast<CommOp>(i))] = {
+          {"alpha_us", cal.ops[i].alpha_s / units::kMicro},
+          {"busbw_GBps", cal.ops[i].bus_bandwidth / units::kGB}};
+    }
+    j["calibration"] = std::move(k);
+  }
+  return j;
 }
 
 }  // namespace stratagem::spec

@@ -1,10 +1,14 @@
 #pragma once
 // GPUs, links and clusters. Numbers in SI units (bytes, bytes/s, FLOP/s, seconds).
+#include <array>
 #include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/spec/comm_op.hpp"
 #include "engine/spec/units.hpp"
 
 namespace stratagem::spec {
@@ -31,13 +35,38 @@ struct GpuSpec {
   units::FlopsPerS peak_bf16 = 0;
   units::BytesPerS hbm_bandwidth = 0;
   EfficiencyCurve matmul_efficiency;
+  /// Per-dtype curves that replace `matmul_efficiency` for their dtype (a calibrated device's
+  /// bf16 GEMMs saturate at other sizes than its fp32 ones). Empty for the presets.
+  std::map<DType, EfficiencyCurve> matmul_efficiency_by_dtype;
   units::Seconds kernel_launch_s = 5e-6;
   units::FlopsPerS peak(DType d) const;
+  const EfficiencyCurve& efficiency(DType d) const;
 };
 
 struct LinkSpec {
   units::BytesPerS bandwidth = 0;  ///< per GPU, per direction
   units::Seconds latency = 0;
+};
+
+/// One measured operation: time(S) = alpha_s + bus_factor(op, n) · S / bus_bandwidth for a
+/// buffer of S bytes (nccl-tests' size) on n ranks.
+struct MeasuredComm {
+  units::Seconds alpha_s = 0;
+  units::BytesPerS bus_bandwidth = 0;
+};
+
+/// Collective and point-to-point costs measured on one machine (a hardware profile's
+/// "network" and "overlap" sections, see profile.hpp). When a cluster has one, the simulator
+/// costs communication inside a node with these instead of the intra-node link's α-β closed
+/// forms: for a group of n ranks, α is scaled by the ring's step count relative to the measured
+/// group (2(n−1) for all-reduce, n−1 for the others) and β uses nccl-tests' bus factor.
+struct CommCalibration {
+  std::string profile;  ///< the profile it came from (name or file), shown in results
+  int processes = 2;    ///< group size the collectives were measured with
+  std::array<MeasuredComm, kCommOpCount> ops{};  ///< indexed by CommOp; sendrecv = one p2p message
+  /// Compute runs 1 + this times slower while communication is in flight on its rank.
+  double comm_compute_slowdown = 0;
+  const MeasuredComm& at(CommOp op) const { return ops[static_cast<int>(op)]; }
 };
 
 struct ClusterSpec {
@@ -47,6 +76,7 @@ struct ClusterSpec {
   GpuSpec gpu;
   LinkSpec intra_node;
   LinkSpec inter_node;
+  std::optional<CommCalibration> calibration;  ///< from a hardware profile (apply_profile)
   int world_size() const { return nodes * gpus_per_node; }
 };
 

@@ -1,0 +1,136 @@
+// `stratagem calibrate [--num_processes N] -o profile.json [--quick] [--scenario S]`: measures
+// this machine with N processes running at once (engine/runtime/calibrate.hpp) and writes a
+// hardware profile that `sim`, `compare` and `search` take with --profile. Without launcher
+// variables it starts N ranks of itself; under torchrun, Slurm or mpirun it is one rank.
+#include <iomanip>
+#include <iostream>
+#include <thread>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+
+#include "apps/command.hpp"
+#include "apps/torch/self_launch.hpp"
+#include "apps/torch/worker_flags.hpp"
+#include "apps/version.hpp"
+#include "engine/runtime/threads.hpp"
+#include "engine/runtime/calibrate.hpp"
+#include "engine/runtime/communicator.hpp"
+#include "engine/runtime/device_bench.hpp"
+#include "engine/runtime/dist_env.hpp"
+#include "engine/spec/profile.hpp"
+
+namespace stratagem::cli {
+namespace {
+
+struct CalibrateArgs {
+  std::string output;
+  bool quick = false;
+  std::string name;
+  std::string scenario;
+  std::string backend;
+  double timeout_s = 300;
+  runtime::LaunchOptions launch;
+  bool processes_given = false;
+};
+
+std::string backend_of(const CalibrateArgs& a) {
+  if (!a.backend.empty()) {
+    if (a.backend != "gloo" && a.backend != "nccl") {
+      throw SpecError("--backend", "expected gloo or nccl, got \"" + a.backend + "\"");
+    }
+    return a.backend;
+  }
+  return at::hasCUDA() ? "nccl" : "gloo";
+}
+
+std::vector<std::string> rank_argv(const CalibrateArgs& a) {
+  std::vector<std::string> v = {"calibrate",   "-o",        a.output,          "--backend",
+                                backend_of(a), "--timeout", exact(a.timeout_s)};
+  if (a.quick) v.push_back("--quick");
+  if (!a.name.empty()) v.insert(v.end(), {"--name", a.name});
+  if (!a.scenario.empty()) v.insert(v.end(), {"--scenario", a.scenario});
+  return v;
+}
+
+int run_rank(const CalibrateArgs& a) {
+  const runtime::DistEnv env = runtime::read_dist_env();
+  const std::string backend = backend_of(a);
+  runtime::CalibrateOptions o;
+  o.quick = a.quick;
+  o.name = a.name;
+  o.local_processes = env.local_world_size;
+  o.stratagem_version = version_text();
+  o.device = backend == "nccl"
+                 ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
+                 : c10::Device(c10::kCPU);
+  if (o.device.is_cpu())
+    runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
+  if (!a.scenario.empty()) o.extra_gemms = runtime::model_gemms(spec::load_scenario(a.scenario));
+  const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
+  auto comm = runtime::make_communicator(env, backend, timeout);
+  const bool printer = env.rank == 0;
+  if (printer) {
+    std::cout << "calibrating " << env.world_size << " process" << (env.world_size > 1 ? "es" : "")
+              << " (" << backend << ", " << (o.device.is_cpu() ? "cpu" : o.device.str())
+              << (o.device.is_cpu()
+                      ? ", " + std::to_string(at::get_num_threads()) + " thread(s) each"
+                      : "")
+              << ")" << (a.quick ? ", quick" : "") << std::endl;
+  }
+  const auto profile = runtime::calibrate(*comm, o, [&](const std::string& line) {
+    if (printer) std::cout << "  " << line << std::endl;
+  });
+  comm->barrier({});
+  if (printer) {
+    spec::save_profile(profile, a.output);
+    std::cout << "wrote " << a.output << " (\"" << profile.name << "\", " << std::setprecision(3)
+              << profile.machine.duration_s
+              << " s); use it with: stratagem sim <scenario> --profile " << a.output << std::endl;
+  }
+  return 0;
+}
+
+int run(CalibrateArgs& a) {
+  if (!a.processes_given && started_as_rank()) return run_rank(a);
+  (void)backend_of(a);
+  if (!a.scenario.empty()) (void)spec::load_scenario(a.scenario);
+  return launch_self(a.launch, rank_argv(a));
+}
+
+int default_processes() {
+  // One per GPU, as training would run; on CPUs one per core (workers take a core each).
+  if (at::hasCUDA()) return std::max<int>(1, static_cast<int>(at::getNumGPUs()));
+  return static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+}
+
+Registration reg{
+    {"calibrate",
+     "Measure this machine (compute, collectives, overlap) and write a hardware profile for "
+     "sim/compare/search --profile",
+     63, [](CLI::App& sub) {
+       auto a = std::make_shared<CalibrateArgs>();
+       sub.add_option("-o,--out", a->output, "Profile to write (JSON)")->required();
+       sub.add_flag("--quick", a->quick, "Fewer, shorter measurements (a few seconds; for tests)");
+       sub.add_option("--name", a->name, "Profile name (default: device, processes, backend)");
+       sub.add_option("--scenario", a->scenario,
+                      "Also measure the GEMM shapes of this scenario's model and micro-batch");
+       sub.add_option("--backend", a->backend,
+                      "gloo or nccl (default: nccl with a GPU, else gloo)");
+       sub.add_option("--timeout", a->timeout_s, "Seconds an operation may take (default 300)");
+       auto& l = a->launch;
+       l.main_process_port = 0;
+       auto* n = sub.add_option("--num_processes", l.num_processes,
+                                "Processes measured at once (default: one per GPU, else one per "
+                                "core and at least 2)");
+       sub.add_option("--main_process_port", l.main_process_port,
+                      "Rendezvous port (default 0: a free one)");
+       return std::function<int()>([a, n] {
+         a->processes_given = n->count() > 0;
+         if (!a->processes_given) a->launch.num_processes = default_processes();
+         return run(*a);
+       });
+     }}};
+
+}  // namespace
+}  // namespace stratagem::cli

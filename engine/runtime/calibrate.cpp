@@ -1,0 +1,446 @@
+#include "engine/runtime/calibrate.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <fstream>
+#include <sstream>
+#include <thread>
+#include <tuple>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <torch/version.h>
+
+#include "engine/runtime/commbench.hpp"
+#include "engine/runtime/device_bench.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/fit.hpp"
+#include "engine/spec/units.hpp"
+
+namespace stratagem::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// How much to measure. The default finishes in about 15 s on a 2-core machine with 2
+// processes; --quick in a few seconds (for tests), with correspondingly noisier fits.
+struct Sweep {
+  std::vector<std::int64_t> matmul_dims;
+  double matmul_s = 0;
+  std::vector<std::int64_t> elementwise_elements;
+  double elementwise_s = 0;
+  std::vector<std::int64_t> comm_bytes;
+  double comm_budget_s = 0;  // timed loops per size, all repeats together
+  int repeats = 1;           // timed loops per size (the median counts)
+  int comm_max_iters = 0;
+  double overlap_s = 0;
+  std::int64_t overlap_dim = 0;
+  std::int64_t overlap_bytes = 0;
+};
+
+Sweep sweep_for(bool quick) {
+  Sweep s;
+  if (quick) {
+    s.matmul_dims = {32, 128, 256};
+    s.matmul_s = 0.02;
+    s.elementwise_elements = {256, 16384, 1 << 20};
+    s.elementwise_s = 0.01;
+    s.comm_bytes = {4096, 65536, 1 << 20};
+    s.comm_budget_s = 0.01;
+    s.comm_max_iters = 20;
+    s.overlap_s = 0.05;
+    s.overlap_dim = 128;
+    s.overlap_bytes = 1 << 20;
+  } else {
+    s.matmul_dims = {16, 32, 64, 128, 256, 512, 1024};
+    s.matmul_s = 0.15;
+    s.elementwise_elements = {64, 256, 1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20};
+    s.elementwise_s = 0.05;
+    s.comm_bytes = {1024, 4096, 16384, 65536, 262144, 1 << 20, 4 << 20, 16 << 20};
+    s.comm_budget_s = 0.15;
+    s.repeats = 3;
+    s.comm_max_iters = 200;
+    s.overlap_s = 0.5;
+    s.overlap_dim = 256;
+    s.overlap_bytes = 4 << 20;
+  }
+  return s;
+}
+
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto colon = line.find(':');
+      if (colon != std::string::npos) {
+        std::string v = line.substr(colon + 1);
+        v.erase(0, v.find_first_not_of(' '));
+        return v;
+      }
+    }
+  }
+  return "unknown";
+}
+
+double load_average() {
+  std::ifstream in("/proc/loadavg");
+  double one = 0;
+  in >> one;
+  return one;
+}
+
+std::string hostname() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
+  return buf;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+class Calibration {
+ public:
+  Calibration(Communicator& comm, const CalibrateOptions& o,
+              const std::function<void(const std::string&)>& log)
+      : comm_(comm), o_(o), log_(log), sweep_(sweep_for(o.quick)), n_(comm.world_size()) {}
+
+  spec::HardwareProfile run() {
+    const auto t0 = Clock::now();
+    spec::HardwareProfile p;
+    p.machine = machine();
+    p.name = o_.name.empty() ? default_name(p.machine) : o_.name;
+    p.device = device();
+    if (n_ >= 2) {
+      p.network = network();
+      p.overlap = overlap(*p.network);
+    } else {
+      say("network: one process, nothing to measure (run with --num_processes >= 2)");
+    }
+    p.machine.duration_s = reduce_scalar(comm_, seconds_since(t0), ReduceOp::max, o_.device);
+    return p;
+  }
+
+ private:
+  void say(const std::string& line) const {
+    if (log_) log_(line);
+  }
+  double mean(double v) { return reduce_scalar(comm_, v, ReduceOp::sum, o_.device) / n_; }
+  double max(double v) { return reduce_scalar(comm_, v, ReduceOp::max, o_.device); }
+
+  static std::string default_name(const spec::ProfileMachine& m) {
+    return m.device + " x" + std::to_string(m.processes) + " (" + m.backend + ")";
+  }
+
+  spec::ProfileMachine machine() const {
+    spec::ProfileMachine m;
+    m.cpu_model = cpu_model();
+    m.nproc = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    m.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<double>(::sysconf(_SC_PAGESIZE));
+    m.hostname = hostname();
+    m.device = "cpu";
+    if (!o_.device.is_cpu()) {
+      const auto info = cuda_device_info(o_.device.index());
+      m.device = info ? info->name : "cuda";
+    }
+    m.backend = comm_.backend();
+    m.processes = n_;
+    m.threads_per_process = o_.device.is_cpu() ? at::get_num_threads() : 1;
+    m.date = utc_now();
+    m.stratagem_version = o_.stratagem_version;
+    m.torch_version = TORCH_VERSION;
+    m.quick = o_.quick;
+    m.load_average = load_average();
+    return m;
+  }
+
+  std::vector<spec::DType> dtypes() const {
+    if (o_.device.is_cpu()) return {spec::DType::fp32, spec::DType::bf16};
+    return {spec::DType::fp32, spec::DType::tf32, spec::DType::fp16, spec::DType::bf16};
+  }
+
+  spec::DeviceProfile device() {
+    spec::DeviceProfile d;
+    if (o_.device.is_cpu()) {
+      d.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+                       static_cast<double>(::sysconf(_SC_PAGESIZE)) /
+                       std::max(1, o_.local_processes);
+    } else {
+      const auto info = cuda_device_info(o_.device.index());
+      d.memory_bytes = info ? info->memory_bytes : 0;
+    }
+    std::vector<GemmShape> shapes;
+    for (auto dim : sweep_.matmul_dims) shapes.push_back({dim, dim, dim});
+    for (const auto& g : o_.extra_gemms) shapes.push_back(g);
+    for (spec::DType t : dtypes()) {
+      spec::MatmulProfile mm;
+      std::vector<double> dims, rates;
+      for (const auto& g : shapes) {
+        comm_.barrier({});
+        const double rate = mean(matmul_rate(t, g.m, g.n, g.k, o_.device, sweep_.matmul_s, 1));
+        mm.points.push_back(
+            {static_cast<double>(g.m), static_cast<double>(g.n), static_cast<double>(g.k), rate});
+        dims.push_back(static_cast<double>(std::min({g.m, g.n, g.k})));
+        rates.push_back(rate);
+      }
+      const auto fit = spec::fit_efficiency(dims, rates);
+      mm.peak = fit.peak;
+      mm.half_dim = fit.half_dim;
+      mm.rms_rel_error = fit.rms_rel_error;
+      std::ostringstream line;
+      line << "matmul " << spec::to_string(t) << ": peak " << fit.peak / units::kGiga
+           << " GFLOP/s per process, half_dim " << fit.half_dim << " (fit error "
+           << 100 * fit.rms_rel_error << " %)";
+      say(line.str());
+      d.matmul[t] = std::move(mm);
+    }
+    std::vector<double> bytes, seconds;
+    for (auto elements : sweep_.elementwise_elements) {
+      comm_.barrier({});
+      const double s = mean(elementwise_seconds(elements, o_.device, sweep_.elementwise_s));
+      const double b = 3.0 * 4.0 * static_cast<double>(elements);  // read a, b; write c (fp32)
+      bytes.push_back(b);
+      seconds.push_back(s);
+      d.elementwise.points.push_back({b, s});
+    }
+    const auto line = spec::fit_line_relative(bytes, seconds);
+    d.elementwise.launch_s = line.intercept;
+    d.elementwise.bandwidth = line.slope > 0 ? 1.0 / line.slope : bytes.back() / seconds.back();
+    d.elementwise.rms_rel_error = line.rms_rel_error;
+    d.kernel_launch_s = line.intercept;
+    std::ostringstream text;
+    text << "elementwise: " << d.elementwise.bandwidth / units::kGB << " GB/s, launch "
+         << d.kernel_launch_s / units::kMicro << " us (fit error " << 100 * line.rms_rel_error
+         << " %)";
+    say(text.str());
+    return d;
+  }
+
+  spec::CommProfile fit_comm(spec::CommOp op, const std::vector<spec::SizePoint>& points) const {
+    std::vector<double> x, y;
+    for (const auto& p : points) {
+      x.push_back(p.bytes);
+      y.push_back(p.seconds);
+    }
+    const auto line = spec::fit_line_relative(x, y);
+    spec::CommProfile c;
+    c.alpha_s = line.intercept;
+    // The largest message's bus bandwidth when the fit sees no size dependence at all.
+    c.bus_bandwidth = line.slope > 0 ? spec::bus_factor(op, n_) / line.slope
+                                     : spec::bus_factor(op, n_) * x.back() / y.back();
+    c.rms_rel_error = line.rms_rel_error;
+    c.points = points;
+    return c;
+  }
+
+  void say_comm(spec::CommOp op, const spec::CommProfile& c) const {
+    std::ostringstream line;
+    line << spec::to_string(op) << ": alpha " << c.alpha_s / units::kMicro << " us, busbw "
+         << c.bus_bandwidth / units::kGB << " GB/s (fit error " << 100 * c.rms_rel_error << " %)";
+    say(line.str());
+  }
+
+  // Each size's time is the median of `repeats` timed loops (each a third of the budget), so
+  // that a moment of interference from other processes on a shared machine does not set it.
+  static double median(std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+  }
+
+  spec::NetworkProfile network() {
+    spec::NetworkProfile net;
+    net.backend = comm_.backend();
+    net.processes = n_;
+    for (spec::CommOp op : spec::kCollectiveOps) {
+      CommBenchOptions b;
+      b.op = op;
+      b.dtype = at::kFloat;
+      b.device = o_.device;
+      b.sizes = sweep_.comm_bytes;
+      b.warmup = 1;
+      b.iters = sweep_.comm_max_iters;
+      b.budget_s = sweep_.comm_budget_s / sweep_.repeats;
+      b.check = true;
+      std::vector<std::vector<double>> times(b.sizes.size());
+      for (int rep = 0; rep < sweep_.repeats; ++rep) {
+        b.check = rep == 0;  // once is enough to know the op is right
+        const auto rows = run_commbench(comm_, b);
+        for (std::size_t i = 0; i < rows.size(); ++i) {
+          if (rows[i].wrong > 0) {
+            throw RuntimeError(std::string("calibrate: ") + spec::to_string(op) + " of " +
+                               std::to_string(rows[i].bytes) + " B gave " +
+                               std::to_string(rows[i].wrong) + " wrong elements");
+          }
+          times[i].push_back(rows[i].time_s);
+        }
+      }
+      std::vector<spec::SizePoint> points;
+      for (std::size_t i = 0; i < b.sizes.size(); ++i) {
+        points.push_back({static_cast<double>(b.sizes[i]), median(times[i])});
+      }
+      net.ops[op] = fit_comm(op, points);
+      say_comm(op, net.ops[op]);
+    }
+    net.ops[spec::CommOp::sendrecv] = fit_comm(spec::CommOp::sendrecv, ping_pong());
+    say_comm(spec::CommOp::sendrecv, net.ops[spec::CommOp::sendrecv]);
+    return net;
+  }
+
+  // Ranks 2i and 2i+1 bounce one message back and forth; one way is half a round trip.
+  std::vector<spec::SizePoint> ping_pong() {
+    const int rank = comm_.rank();
+    const int peer = rank % 2 == 0 ? rank + 1 : rank - 1;
+    const bool active = peer < n_;
+    std::vector<spec::SizePoint> points;
+    std::uint32_t tag = 1u << 24;
+    for (auto bytes : sweep_.comm_bytes) {
+      const auto t = at::ones({std::max<std::int64_t>(bytes / 4, 1)},
+                              at::TensorOptions().dtype(at::kFloat).device(o_.device));
+      auto round_trip = [&] {
+        if (!active) return;
+        if (rank % 2 == 0) {
+          comm_.send(t, peer, tag)->wait();
+          comm_.recv(t, peer, tag + 1)->wait();
+        } else {
+          comm_.recv(t, peer, tag)->wait();
+          comm_.send(t, peer, tag + 1)->wait();
+        }
+        tag += 2;
+      };
+      comm_.barrier({});
+      auto t0 = Clock::now();
+      round_trip();
+      const double estimate = max(seconds_since(t0));
+      const int iters = static_cast<int>(std::clamp<double>(
+          std::ceil(sweep_.comm_budget_s / sweep_.repeats / std::max(estimate, 1e-9)), 2,
+          sweep_.comm_max_iters));
+      std::vector<double> trials;
+      for (int rep = 0; rep < sweep_.repeats; ++rep) {
+        comm_.barrier({});
+        t0 = Clock::now();
+        for (int i = 0; i < iters; ++i) round_trip();
+        trials.push_back(max(active ? seconds_since(t0) / (2.0 * iters) : 0.0));
+      }
+      points.push_back({static_cast<double>(bytes), median(trials)});
+    }
+    return points;
+  }
+
+  spec::OverlapProfile overlap(const spec::NetworkProfile& net) {
+    spec::OverlapProfile ov;
+    const auto options = at::TensorOptions().dtype(at::kFloat).device(o_.device);
+    const std::int64_t dim = sweep_.overlap_dim;
+    const auto a = at::randn({dim, dim}, options), b = at::randn({dim, dim}, options);
+    auto c = at::empty({dim, dim}, options);
+    const double flop = 2.0 * static_cast<double>(dim * dim * dim);
+    auto mm = [&] {
+      at::mm_out(c, a, b);
+      return c;
+    };
+    auto buffer = at::ones({sweep_.overlap_bytes / 4}, options);
+    const auto& ar = net.ops.at(spec::CommOp::all_reduce);
+    const double predicted = ar.alpha_s + spec::bus_factor(spec::CommOp::all_reduce, n_) *
+                                              static_cast<double>(sweep_.overlap_bytes) /
+                                              ar.bus_bandwidth;
+    const int ops = static_cast<int>(
+        std::clamp<double>(std::ceil(sweep_.overlap_s / std::max(predicted, 1e-6)), 4, 10000));
+
+    // Compute alone (every process computing, as in a training step).
+    comm_.barrier({});
+    const double rate_alone = measure_rate(flop, mm, sweep_.overlap_s, 1);
+    // Communication alone.
+    comm_.barrier({});
+    auto t0 = Clock::now();
+    {
+      std::vector<WorkPtr> works;
+      for (int i = 0; i < ops; ++i) works.push_back(comm_.all_reduce(buffer, {}, ReduceOp::sum));
+      for (auto& w : works) w->wait();
+    }
+    const double comm_alone = seconds_since(t0) / ops;
+    // Both: compute until the last all-reduce has finished.
+    comm_.barrier({});
+    synchronize(mm());
+    t0 = Clock::now();
+    std::vector<WorkPtr> works;
+    for (int i = 0; i < ops; ++i) works.push_back(comm_.all_reduce(buffer, {}, ReduceOp::sum));
+    std::int64_t calls = 0;
+    at::Tensor last;
+    while (!works.back()->is_completed()) {
+      last = mm();
+      ++calls;
+    }
+    const double comm_elapsed = seconds_since(t0);
+    synchronize(last);
+    const double compute_elapsed = seconds_since(t0);
+    for (auto& w : works) w->wait();
+    const double rate_with = calls > 0 ? flop * static_cast<double>(calls) / compute_elapsed : 0;
+
+    ov.compute_alone_s = mean(flop / rate_alone);
+    ov.compute_with_comm_s = rate_with > 0 ? mean(flop / rate_with) : 0;
+    ov.comm_alone_s = max(comm_alone);
+    ov.comm_with_compute_s = max(comm_elapsed / ops);
+    ov.comm_compute_slowdown = ov.compute_with_comm_s > 0
+                                   ? std::max(0.0, ov.compute_with_comm_s / ov.compute_alone_s - 1)
+                                   : 0.0;
+    ov.comm_slowdown_during_compute =
+        std::max(0.0, ov.comm_with_compute_s / std::max(ov.comm_alone_s, 1e-12) - 1);
+    std::ostringstream line;
+    line << "overlap: compute " << ov.comm_compute_slowdown << "x slower during communication, "
+         << "communication " << ov.comm_slowdown_during_compute << "x slower during compute";
+    say(line.str());
+    return ov;
+  }
+
+  Communicator& comm_;
+  const CalibrateOptions& o_;
+  std::function<void(const std::string&)> log_;
+  Sweep sweep_;
+  int n_;
+};
+
+}  // namespace
+
+std::vector<GemmShape> model_gemms(const spec::Scenario& s) {
+  const auto& m = s.model;
+  const std::int64_t tokens = std::int64_t{s.strategy.micro_batch_size} * s.training.seq_len;
+  const std::int64_t h = m.hidden;
+  const std::int64_t head_dim = m.heads > 0 ? h / m.heads : h;
+  const std::int64_t kv = (m.kv_heads > 0 ? m.kv_heads : m.heads) * head_dim;
+  const std::int64_t ffn = m.ffn_hidden > 0 ? m.ffn_hidden : 4 * h;
+  std::vector<GemmShape> out = {
+      {tokens, h + 2 * kv, h}, {tokens, h, h}, {tokens, ffn, h}, {tokens, h, ffn}};
+  // Distinct shapes only (SwiGLU's gate repeats the h × ffn one).
+  std::sort(out.begin(), out.end(), [](const GemmShape& a, const GemmShape& b) {
+    return std::tie(a.m, a.n, a.k) < std::tie(b.m, b.n, b.k);
+  });
+  out.erase(std::unique(out.begin(), out.end(),
+                        [](const GemmShape& a, const GemmShape& b) {
+                          return a.m == b.m && a.n == b.n && a.k == b.k;
+                        }),
+            out.end());
+  return out;
+}
+
+spec::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
+                                const std::function<void(const std::string&)>& log) {
+  return Calibration(comm, options, log).run();
+}
+
+}  // namespace stratagem::runtime
