@@ -1,10 +1,13 @@
 // `stratagem compare <scenario> [--strategies a,b,...] [--json]`: one table of the
 // scenario's model and cluster trained with several strategies, simulated. `--profile p.json`
-// simulates them on a calibrated machine instead of the scenario's GPU and links.
+// simulates them on a calibrated machine instead of the scenario's GPU and links; `--real
+// --num_processes N` trains them for real instead (apps/torch/compare_real.cpp).
 #include <iostream>
 
 #include "apps/command.hpp"
-#include "apps/format.hpp"
+#include "apps/compare_table.hpp"
+#include "apps/forward_runtime.hpp"
+#include "engine/spec/error.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/spec/profile.hpp"
 #include "sim/cost_models.hpp"
@@ -20,68 +23,49 @@ struct Options {
   std::vector<std::string> strategies;
   std::string profile;
   bool json = false;
+  bool real = false;
+  int num_processes = 0;
+  int steps = 0;
 };
 
+// --real: the strategies are trained for real by stratagem-runtime (LibTorch lives there).
+int run_real(const Options& o) {
+#ifdef STRATAGEM_RUNTIME_COMMANDS
+  if (o.num_processes < 1) throw SpecError("--num_processes", "--real needs --num_processes N");
+  if (!o.profile.empty()) throw SpecError("--profile", "a real compare measures the hardware");
+  std::vector<std::string> args = {"compare-real", o.scenario, "--num_processes",
+                                   std::to_string(o.num_processes)};
+  if (!o.strategies.empty()) {
+    std::string list;
+    for (const auto& n : o.strategies) list += (list.empty() ? "" : ",") + n;
+    args.insert(args.end(), {"--strategies", list});
+  }
+  if (o.steps > 0) args.insert(args.end(), {"--steps", std::to_string(o.steps)});
+  if (o.json) args.push_back("--json");
+  exec_runtime(args);
+#else
+  (void)o;
+  throw SpecError("--real", "this build has no real runtime (LibTorch was not found)");
+#endif
+}
+
 int run(const Options& o) {
+  if (o.real) return run_real(o);
   auto base = spec::load_scenario(o.scenario);
   if (!o.profile.empty()) spec::apply_profile(base, spec::load_profile(o.profile));
   const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
   const auto variants = sim::make_variants(base, names);
   sim::Simulator simulator;
-  std::vector<std::vector<std::string>> rows = {{"strategy", "layout", "step time", "tokens/s",
-                                                 "MFU", "bubble", "exposed comm", "peak mem",
-                                                 "fits"}};
-  nlohmann::json out = nlohmann::json::array();
+  CompareTable table;
   for (const auto& v : variants) {
     if (!v.scenario) {
-      rows.push_back({v.name, "invalid: " + v.error});
-      out.push_back({{"strategy", v.name}, {"error", v.error}});
+      table.add_invalid(v.name, v.error);
       continue;
     }
     const auto& s = *v.scenario;
-    const auto r = simulator.run(plan::build_plan(s), sim::make_cost_models(s));
-    double peak = 0;
-    bool oom = false;
-    for (const auto& rank : r.ranks) {
-      peak = std::max(peak, rank.peak_memory_bytes);
-      oom = oom || rank.oom;
-    }
-    const auto& m = r.metrics;
-    rows.push_back({v.name, sim::strategy_label(s), fmt_time(m.step_time_s),
-                    fmt_rate(m.tokens_per_s), fmt_percent(m.mfu), fmt_percent(m.bubble_fraction),
-                    fmt_time(m.exposed_comm_s), fmt_gib(peak), oom ? "OOM" : "yes"});
-    out.push_back({{"strategy", v.name},
-                   {"layout", sim::strategy_label(s)},
-                   {"step_time_s", m.step_time_s},
-                   {"tokens_per_s", m.tokens_per_s},
-                   {"samples_per_s", m.samples_per_s},
-                   {"mfu", m.mfu},
-                   {"bubble_fraction", m.bubble_fraction},
-                   {"exposed_comm_s", m.exposed_comm_s},
-                   {"peak_memory_bytes", peak},
-                   {"fits", !oom}});
+    table.add(v.name, s, simulator.run(plan::build_plan(s), sim::make_cost_models(s)));
   }
-  if (o.json) {
-    std::cout << nlohmann::json{{"scenario", base.name},
-                                {"hardware", sim::make_cost_models(base).profile},
-                                {"strategies", out}}
-                     .dump(2)
-              << "\n";
-    return 0;
-  }
-  const auto& gpu = base.cluster.gpu;
-  std::printf("%s: %s on %d × %s (%d node%s), global batch %lld × %lld tokens (simulated)\n",
-              base.name.c_str(), base.model.name.c_str(), base.cluster.world_size(),
-              gpu.name.c_str(), base.cluster.nodes, base.cluster.nodes > 1 ? "s" : "",
-              static_cast<long long>(base.training.global_batch),
-              static_cast<long long>(base.training.seq_len));
-  print_table(stdout, rows);
-  std::printf(
-      "MFU divides by %s peak %.0f TFLOP/s per GPU; peak mem is the largest rank's, "
-      "capacity %s.\n",
-      spec::to_string(spec::compute_dtype(base.strategy.precision)),
-      gpu.peak(spec::compute_dtype(base.strategy.precision)) / 1e12,
-      fmt_gib(gpu.memory_bytes).c_str());
+  table.print(base, sim::make_cost_models(base).profile, "simulated", o.json);
   return 0;
 }
 
@@ -98,6 +82,15 @@ Registration reg{{"compare", "Compare strategies for one scenario in one table (
                                    "Hardware profile from `stratagem calibrate` in place of the "
                                    "scenario's GPU and links");
                     sub.add_flag("--json", o->json, "Print JSON");
+                    sub.add_flag("--real", o->real,
+                                 "Train each strategy for real on local processes (Gloo on CPUs, "
+                                 "NCCL on GPUs) and tabulate the measurements");
+                    sub.add_option("--num_processes", o->num_processes,
+                                   "With --real: worker processes (the scenario is reshaped to "
+                                   "them)");
+                    sub.add_option("--steps", o->steps,
+                                   "With --real: steps per strategy (default 6; the step time is "
+                                   "the median after the first)");
                     return std::function<int()>([o] { return run(*o); });
                   }}};
 

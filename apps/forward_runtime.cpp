@@ -8,11 +8,12 @@
 #include <map>
 #include <sstream>
 
+#include "apps/forward_runtime.hpp"
+
 #include "apps/command.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::cli {
-namespace {
 
 std::string runtime_executable() {
   char self[4096];
@@ -21,6 +22,19 @@ std::string runtime_executable() {
   std::string path(self, static_cast<std::size_t>(n));
   return path.substr(0, path.rfind('/') + 1) + "stratagem-runtime";
 }
+
+void exec_runtime(const std::vector<std::string>& args) {
+  const std::string exe = runtime_executable();
+  std::vector<std::string> full = {exe};
+  full.insert(full.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& a : full) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  ::execv(exe.c_str(), argv.data());
+  throw RuntimeError("cannot run " + exe + ": " + std::strerror(errno));
+}
+
+namespace {
 
 const std::map<std::string, std::string>& descriptions() {
   static const std::map<std::string, std::string> d = {
@@ -47,15 +61,9 @@ struct Forwarders {
                               sub.prefix_command();
                               sub.set_help_flag();  // --help goes to stratagem-runtime
                               return std::function<int()>([name, &sub]() -> int {
-                                const std::string exe = runtime_executable();
-                                std::vector<std::string> args = {exe, name};
+                                std::vector<std::string> args = {name};
                                 for (const auto& a : sub.remaining()) args.push_back(a);
-                                std::vector<char*> argv;
-                                for (auto& a : args) argv.push_back(a.data());
-                                argv.push_back(nullptr);
-                                ::execv(exe.c_str(), argv.data());
-                                throw RuntimeError("cannot run " + exe + ": " +
-                                                   std::strerror(errno));
+                                exec_runtime(args);
                               });
                             }});
     }

@@ -11,6 +11,7 @@
 #include <ATen/Context.h>
 
 #include "apps/command.hpp"
+#include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
 #include "engine/runtime/launcher.hpp"
 #include "engine/spec/error.hpp"
@@ -23,13 +24,6 @@ struct RunArgs {
   WorkerFlags worker;
   runtime::LaunchOptions launch;
 };
-
-std::string self_executable() {
-  char buf[PATH_MAX];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  if (n <= 0) throw RuntimeError("cannot find this executable (/proc/self/exe)");
-  return std::string(buf, static_cast<std::size_t>(n));
-}
 
 int run(RunArgs& a) {
   finish_worker_flags(a.worker);
@@ -48,7 +42,7 @@ int run(RunArgs& a) {
             " processes, but " + std::to_string(l.num_machines) + " machine(s) × " +
             std::to_string(l.num_processes) + " = " + std::to_string(world) + " were asked for");
   }
-  std::vector<std::string> argv = {self_executable(), "worker"};
+  std::vector<std::string> argv = {this_executable(), "worker"};
   for (auto& w : worker_argv(a.worker)) argv.push_back(std::move(w));
   l.on_line = [](int rank, bool is_stderr, const std::string& line) {
     // Progress comes from rank 0 only and reads best unprefixed, like accelerate's output.

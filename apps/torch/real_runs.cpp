@@ -1,0 +1,68 @@
+#include "apps/torch/real_runs.hpp"
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+#include "apps/torch/self_launch.hpp"
+#include "apps/torch/worker_flags.hpp"
+#include "engine/runtime/launcher.hpp"
+#include "engine/spec/error.hpp"
+
+namespace stratagem::cli {
+
+spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes) {
+  if (processes < 1) throw SpecError("--num_processes", "must be >= 1");
+  spec::Scenario s = scenario;
+  if (s.world_size() == processes && s.cluster.nodes == 1) return s;
+  s.cluster.nodes = 1;
+  s.cluster.gpus_per_node = processes;
+  auto& st = s.strategy;
+  if (processes % st.pp != 0) st.pp = 1, st.chunks = 1;
+  st.dp = processes / st.pp;
+  const std::int64_t per_accum = std::int64_t{st.micro_batch_size} * st.dp;
+  if (s.training.global_batch % per_accum != 0) {
+    throw SpecError("--num_processes",
+                    "the global batch " + std::to_string(s.training.global_batch) +
+                        " does not split into micro-batches of " +
+                        std::to_string(st.micro_batch_size) + " over dp " + std::to_string(st.dp));
+  }
+  st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
+  spec::validate(s);
+  return s;
+}
+
+result::RunResult run_for_real(const spec::Scenario& scenario, const std::string& label,
+                               const RealRunOptions& o) {
+  namespace fs = std::filesystem;
+  fs::create_directories(o.work_dir);
+  const std::string scenario_file = (fs::path(o.work_dir) / (label + ".scenario.json")).string();
+  const std::string result_file = (fs::path(o.work_dir) / (label + ".real.json")).string();
+  {
+    std::ofstream f(scenario_file);
+    f << spec::to_json(scenario).dump(2) << "\n";
+    if (!f) throw RuntimeError("cannot write " + scenario_file);
+  }
+  std::error_code ec;
+  fs::remove(result_file, ec);
+
+  WorkerFlags flags;
+  flags.args.scenario = scenario_file;
+  flags.args.steps = o.steps;
+  flags.args.cpu = o.cpu;
+  flags.args.timeout_s = o.timeout_s;
+  flags.args.output = result_file;
+  flags.args.log_every = 1 << 30;  // quiet: the caller prints its own progress
+  std::vector<std::string> argv = {this_executable(), "worker"};
+  for (auto& a : worker_argv(flags)) argv.push_back(std::move(a));
+
+  runtime::LaunchOptions launch;
+  launch.num_processes = o.num_processes;
+  launch.main_process_port = 0;  // a free port: runs follow each other quickly
+  launch.on_line = [](int, bool, const std::string&) {};  // kept in the failure report
+  const runtime::LaunchResult r = runtime::launch(launch, argv);
+  if (r.exit_code != 0) throw RuntimeError(label + ": the real run failed: " + r.message);
+  return result::load_result(result_file);
+}
+
+}  // namespace stratagem::cli
