@@ -1,0 +1,137 @@
+// `stratagem validate` and `stratagem compare --real` through the CLI: real runs of a tiny model
+// on 2 CPU processes, simulated with the devices the runs measured (or a profile).
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace stratagem::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Cli {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+Cli stratagem(const std::string& args, const fs::path& dir) {
+  const std::string cmd = std::string(STRATAGEM_BINARY) + " " + args + " >" +
+                          (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
+  const int status = std::system(cmd.c_str());
+  Cli r;
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  };
+  r.out = slurp(dir / "out");
+  r.err = slurp(dir / "err");
+  return r;
+}
+
+fs::path work_dir(const std::string& name) {
+  const auto dir =
+      fs::temp_directory_path() / ("stratagem-validate-" + name + "-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+fs::path write_scenario(const fs::path& dir, const std::string& name, const nlohmann::json& st) {
+  nlohmann::json strategy = {{"dp", 2}, {"micro_batch_size", 2}};
+  for (const auto& [k, v] : st.items()) strategy[k] = v;
+  const nlohmann::json j = {
+      {"name", name},
+      {"model",
+       {{"name", "tiny-gpt"}, {"layers", 4}, {"hidden", 32}, {"heads", 4}, {"vocab", 64},
+        {"max_positions", 16}, {"ffn_hidden", 128}, {"tied_embeddings", false}}},
+      {"cluster", {{"preset", "laptop-cpu"}}},
+      {"strategy", strategy},
+      {"training", {{"seq_len", 16}, {"global_batch", 8}, {"seed", 7}}}};
+  const auto path = dir / (name + ".json");
+  std::ofstream(path) << j.dump(2);
+  return path;
+}
+
+TEST(ValidateCli, ComparesMeasuredAndPredictedPerScenario) {
+  const auto dir = work_dir("two");
+  const auto ddp = write_scenario(dir, "tiny-ddp", {});
+  const auto pipe = write_scenario(dir, "tiny-1f1b", {{"dp", 1}, {"pp", 2}, {"schedule", "1f1b"}});
+  const auto report = dir / "report.json";
+  const auto r = stratagem("validate " + ddp.string() + " " + pipe.string() +
+                               " --num_processes 2 --cpu --steps 3 --work_dir " +
+                               (dir / "runs").string() + " --json " + report.string(),
+                           dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_NE(r.out.find("median |error|"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fastest first, measured:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ops that deviate most"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(std::ifstream(report));
+  ASSERT_EQ(doc.at("scenarios").size(), 2u);
+  for (const auto& s : doc.at("scenarios")) {
+    EXPECT_GT(s.at("measured_step_time_s").get<double>(), 0) << s.dump();
+    EXPECT_GT(s.at("predicted_step_time_s").get<double>(), 0) << s.dump();
+    const double rel = s.at("predicted_step_time_s").get<double>() /
+                           s.at("measured_step_time_s").get<double>() - 1.0;
+    EXPECT_NEAR(s.at("relative_error").get<double>(), rel, 1e-9);
+    ASSERT_EQ(s.at("ranks").size(), 2u);
+    for (const auto& rank : s.at("ranks")) {
+      // Memory is predicted from the same plan the run executed: same order of magnitude.
+      const double m = rank.at("measured_peak_bytes"), p = rank.at("predicted_peak_bytes");
+      EXPECT_GT(m, 0);
+      EXPECT_GT(p, 0.5 * m);
+      EXPECT_LT(p, 2.0 * m);
+    }
+    EXPECT_FALSE(s.at("top_deviating_ops_rank0").empty());
+  }
+  EXPECT_TRUE(fs::exists(dir / "runs" / "tiny-ddp.real.json"));
+}
+
+TEST(ValidateCli, AMissingProfileIsAnErrorNamingIt) {
+  const auto dir = work_dir("noprofile");
+  const auto ddp = write_scenario(dir, "tiny-ddp", {});
+  const auto r = stratagem("validate " + ddp.string() +
+                               " --num_processes 2 --cpu --profile /nonexistent/p.json",
+                           dir);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("/nonexistent/p.json"), std::string::npos) << r.err;
+}
+
+TEST(CompareRealCli, MeasuresEachStrategyIntoTheCompareTable) {
+  const auto dir = work_dir("compare");
+  const auto ddp = write_scenario(dir, "tiny-ddp", {});
+  const auto r = stratagem("compare " + ddp.string() +
+                               " --real --num_processes 2 --strategies ddp,zero3,1f1b --steps 3 "
+                               "--json",
+                           dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto doc = nlohmann::json::parse(r.out);
+  EXPECT_NE(doc.at("executor").get<std::string>().find("measured on 2 processes"),
+            std::string::npos);
+  ASSERT_EQ(doc.at("strategies").size(), 3u);
+  for (const auto& s : doc.at("strategies")) {
+    EXPECT_FALSE(s.contains("error")) << s.dump();
+    EXPECT_GT(s.at("step_time_s").get<double>(), 0) << s.dump();
+    EXPECT_GT(s.at("peak_memory_bytes").get<double>(), 0) << s.dump();
+  }
+  EXPECT_EQ(doc.at("strategies")[2].at("layout").get<std::string>().rfind("dp 1 × pp 2", 0), 0u)
+      << doc.dump();
+}
+
+TEST(CompareRealCli, NeedsNumProcesses) {
+  const auto dir = work_dir("nonum");
+  const auto r = stratagem("compare default --real", dir);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--num_processes"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace stratagem::test
