@@ -69,7 +69,7 @@ int run(const Options& o) {
   return 0;
 }
 
-Registration reg{{"compare", "Compare strategies for one scenario in one table (simulated)", 10,
+Registration reg{{"compare", "Compare strategies for one scenario in one table (simulated, or --real)", 10,
                   [](CLI::App& sub) {
                     auto o = std::make_shared<Options>();
                     sub.add_option("scenario", o->scenario,
