@@ -54,6 +54,8 @@ AccumulateGuard::AccumulateGuard(Accelerator& acc) : acc_(acc) {
   acc_.begin_micro_step();
 }
 
+AccumulateGuard::~AccumulateGuard() = default;
+
 // ---- Accelerator -------------------------------------------------------------------------
 
 Accelerator::Accelerator(AcceleratorOptions options)
@@ -106,6 +108,48 @@ void Accelerator::prepare_model(torch::nn::Module& module,
   mark_s_ = tracer_.now();
 }
 
+void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
+                                         std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  if (dp_) throw SpecError("prepare", "one model per Accelerator");
+  if (options_.pipeline_stages != env_.world_size) {
+    throw SpecError("STRATAGEM_PIPELINE_STAGES",
+                    std::to_string(options_.pipeline_stages) + " stages, but the job has " +
+                        std::to_string(env_.world_size) +
+                        " processes (one stage per process; no data parallelism across "
+                        "pipelines here)");
+  }
+  if (options_.mixed_precision == spec::Precision::fp16) {
+    throw SpecError("STRATAGEM_MIXED_PRECISION", "fp16 loss scaling is not available with a "
+                                                 "pipeline here; use bf16 or no");
+  }
+  if (options_.sharding != spec::Sharding::none) {
+    throw SpecError("STRATAGEM_SHARDING", "a pipeline runs without ZeRO/FSDP sharding here");
+  }
+  pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
+  // The stage's gradients need no data-parallel sync: its buffers live on a one-process world.
+  solo_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
+  stage_options_ = options_;
+  model_ = model.ptr().get();
+  model_name_ = model->name();
+  dp_ = std::make_unique<DataParallel>(*pipeline_->stage_module(), optimizer, *solo_, tracer_,
+                                       stage_options_, device_);
+  optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
+  tracer_.memory(dp_->memory());
+  mark_s_ = tracer_.now();
+}
+
+double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target,
+                                const LossFn& loss_fn) {
+  if (!pipeline_) throw SpecError("train_batch", "call prepare_pipeline() first");
+  sync_ = true;
+  ++micro_step_;
+  if (loader_) samples_per_step_ += loader_->local_batch_size();
+  const double loss = pipeline_->run(data, target, loss_fn, *dp_);
+  step_loss_ += loss;
+  mark_s_ = tracer_.now();
+  return loss;
+}
+
 void Accelerator::prepare_data_loader(DataLoaderBase& loader) {
   loader.shard(env_.rank, env_.world_size, options_.split_batches);
   loader_ = &loader;
@@ -113,9 +157,13 @@ void Accelerator::prepare_data_loader(DataLoaderBase& loader) {
 
 void Accelerator::set_autocast(bool on) {
   std::optional<at::ScalarType> dtype;
-  if (on && options_.mixed_precision == spec::Precision::bf16) dtype = at::kBFloat16;
-  // fp16 autocast exists on CUDA only in LibTorch 1.13; on a CPU fp16 is emulated in the
-  // gradients (data_parallel.cpp) and the forward computes in fp32.
+  if (on && options_.mixed_precision == spec::Precision::bf16 &&
+      (device_.is_cuda() || runtime::compat::cpu_bf16_autocast_works())) {
+    dtype = at::kBFloat16;
+  }
+  // fp16 autocast exists on CUDA only in LibTorch 1.13 (and bf16 on a CPU is unusable there,
+  // see torch_compat.hpp): on a CPU they are emulated in the gradients (data_parallel.cpp,
+  // rounded through the 16-bit type before they are communicated) with an fp32 forward.
   if (on && options_.mixed_precision == spec::Precision::fp16 && device_.is_cuda()) {
     dtype = at::kHalf;
   }
@@ -137,6 +185,7 @@ double Accelerator::loss_scale() const {
 
 void Accelerator::backward(const at::Tensor& loss) {
   if (!dp_) throw SpecError("backward", "call prepare() before backward()");
+  if (pipeline_) throw SpecError("backward", "a pipeline trains with train_batch()");
   const double forward_end = tracer_.now();
   tracer_.add(result::SpanKind::forward, plan::Stream::compute, mark_s_, forward_end);
   sync_ = sync_gradients();

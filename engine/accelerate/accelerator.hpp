@@ -37,6 +37,7 @@
 
 #include "engine/accelerate/data_loader.hpp"
 #include "engine/accelerate/options.hpp"
+#include "engine/accelerate/pipeline.hpp"
 #include "engine/accelerate/trace.hpp"
 #include "engine/result/result.hpp"
 #include "engine/runtime/communicator.hpp"
@@ -70,6 +71,7 @@ class AcceleratedOptimizer : public torch::optim::Optimizer {
 class [[nodiscard]] AccumulateGuard {
  public:
   explicit AccumulateGuard(Accelerator& acc);
+  ~AccumulateGuard();
   AccumulateGuard(const AccumulateGuard&) = delete;
   AccumulateGuard& operator=(const AccumulateGuard&) = delete;
 
@@ -113,6 +115,22 @@ class Accelerator {
     return {model, optimizer_};
   }
   void prepare_data_loader(DataLoaderBase& loader);
+  /// Pipeline parallelism (pipeline_stages = number of processes): splits `model` into
+  /// stages (pipeline.hpp). Every process reads the whole batch; train with train_batch().
+  template <typename Dataset>
+  std::tuple<torch::nn::Sequential, std::shared_ptr<AcceleratedOptimizer>,
+             std::shared_ptr<DataLoader<Dataset>>>
+  prepare_pipeline(torch::nn::Sequential model, std::shared_ptr<torch::optim::Optimizer> optimizer,
+                   std::shared_ptr<DataLoader<Dataset>> loader) {
+    prepare_pipeline_model(model, std::move(optimizer));
+    loader->shard(0, 1, false);
+    loader_ = loader.get();
+    return {model, optimizer_, loader};
+  }
+  /// Pipeline: forward and backward of every micro-batch of (data, target) through the
+  /// stages (DeepSpeed's train_batch without the step); returns the batch's mean loss on
+  /// every process. Call optimizer->step() after it.
+  double train_batch(const at::Tensor& data, const at::Tensor& target, const LossFn& loss_fn);
 
   // ---- the training step ---------------------------------------------------------------
   /// Replaces loss.backward(): divides by the accumulation steps, multiplies by the fp16 loss
@@ -186,6 +204,8 @@ class Accelerator {
   }
   void prepare_model(torch::nn::Module& module, std::shared_ptr<torch::optim::Optimizer> optimizer,
                      const std::string& name);
+  void prepare_pipeline_model(torch::nn::Sequential model,
+                              std::shared_ptr<torch::optim::Optimizer> optimizer);
   void optimizer_step();
   void optimizer_zero_grad();
   void begin_micro_step();
@@ -201,6 +221,9 @@ class Accelerator {
   torch::nn::Module* model_ = nullptr;
   std::string model_name_;
   std::unique_ptr<DataParallel> dp_;
+  std::unique_ptr<Pipeline> pipeline_;
+  std::unique_ptr<runtime::Communicator> solo_;  ///< a one-process world: the stage's own
+  AcceleratorOptions stage_options_;
   std::shared_ptr<AcceleratedOptimizer> optimizer_;
   DataLoaderBase* loader_ = nullptr;
   std::int64_t micro_step_ = 0;  ///< backwards so far

@@ -60,6 +60,7 @@ std::vector<std::vector<std::int64_t>> DataLoaderBase::begin_epoch() {
   }
   const std::int64_t skip = resume_ ? position_.batch : 0;
   if (!resume_) position_.batch = 0;
+  first_batch_ = skip;
   started_ = true;
   resume_ = false;
   const auto mine = shard_indices(dataset_size(), rank_, world_, options_, position_.epoch);

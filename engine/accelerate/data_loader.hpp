@@ -64,6 +64,7 @@ class DataLoaderBase {
   int rank_ = 0, world_ = 1;
   std::int64_t local_batch_;
   DataPosition position_;
+  std::int64_t first_batch_ = 0;  ///< batches of this epoch skipped when resuming
   bool started_ = false, resume_ = false;
 };
 
@@ -89,7 +90,6 @@ class DataLoader : public DataLoaderBase {
     Batch* operator->() { return &**this; }
     Iterator& operator++() {
       ++i_;
-      ++loader_->position_.batch;
       current_.reset();
       return *this;
     }
@@ -110,6 +110,8 @@ class DataLoader : public DataLoaderBase {
 
  private:
   Batch make_batch(std::size_t i) {
+    // Taken once read: a save_state inside the loop body resumes after this batch.
+    position_.batch = first_batch_ + static_cast<std::int64_t>(i) + 1;
     std::vector<at::Tensor> data, target;
     for (std::int64_t index : batches_[i]) {
       auto e = dataset_.get(static_cast<std::size_t>(index));

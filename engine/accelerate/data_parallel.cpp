@@ -257,10 +257,11 @@ void DataParallel::on_grad(std::size_t g, std::size_t i) {
 void DataParallel::launch(std::size_t g) {
   FlatGroup& G = groups_[g];
   G.launched = true;
-  if (options_.mixed_precision == spec::Precision::fp16 && G.grad.scalar_type() == at::kFloat) {
-    // fp16 gradients (emulated where parameters stay fp32): values round to fp16 and
-    // overflow to inf, which the loss scaler then sees.
-    G.grad.copy_(G.grad.to(at::kHalf));
+  if (options_.mixed_precision != spec::Precision::no && G.grad.scalar_type() == at::kFloat) {
+    // 16-bit gradients where parameters stay fp32: values round to fp16 / bf16 as they would
+    // be communicated, and fp16 overflows to inf, which the loss scaler then sees.
+    G.grad.copy_(G.grad.to(options_.mixed_precision == spec::Precision::fp16 ? at::kHalf
+                                                                           : at::kBFloat16));
   }
   if (sharding_ == spec::Sharding::fsdp_full_shard) G.free_full();  // done with them
   int span = 0;

@@ -60,8 +60,13 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
     units = std::max<int>(1, static_cast<int>(dp_ ? dp_->groups().size() : 1));
     if (dp_ && !dp_->sharded()) units = std::max<int>(1, static_cast<int>(model_->children().size()));
   }
-  const std::int64_t local_batch = loader_ ? loader_->local_batch_size() : 1;
-  const int accum = options_.gradient_accumulation_steps;
+  std::int64_t local_batch = loader_ ? loader_->local_batch_size() : 1;
+  int accum = options_.gradient_accumulation_steps;
+  if (pipeline_) {  // micro-batches of the pipeline are its accumulation steps
+    accum = options_.pipeline_micro_batches > 0 ? options_.pipeline_micro_batches
+                                                : pipeline_->stages();
+    local_batch = std::max<std::int64_t>(1, local_batch / accum);
+  }
   int nodes = 1, per_node = env_.local_world_size;
   std::string cluster = device_.is_cuda() ? "dgx-a100-80gb" : "laptop-cpu";
   std::int64_t seq_len = 1;
@@ -73,7 +78,10 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   } else {
     nodes = std::max(1, env_.world_size / std::max(1, env_.local_world_size));
   }
-  const int dp = nodes * per_node;
+  const int processes = nodes * per_node;
+  const int pp = pipeline_ ? std::min(pipeline_->stages(), processes) : 1;
+  const int dp = std::max(1, processes / pp);
+  if (pipeline_) units = std::max<int>(pp, static_cast<int>(model_->children().size()));
   std::ostringstream about;
   about << "Measured by stratagem::accelerate::Accelerator on " << env_.world_size
         << " process(es) (" << (device_.is_cuda() ? "CUDA" : "CPU") << "): "
@@ -96,7 +104,7 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
       {"cluster", {{"preset", cluster}, {"nodes", nodes}, {"gpus_per_node", per_node}}},
       {"strategy",
        {{"dp", dp},
-        {"pp", 1},
+        {"pp", pp},
         {"micro_batch_size", local_batch},
         {"grad_accum", accum},
         {"sharding", sharding},

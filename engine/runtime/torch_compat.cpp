@@ -58,6 +58,10 @@ void set_autocast(c10::DeviceType device_type, std::optional<at::ScalarType> dty
   if (!dtype) at::autocast::clear_cache();
 }
 
+bool cpu_bf16_autocast_works() {
+  return TORCH_VERSION_MAJOR >= 2;
+}
+
 void resize_storage(const at::Tensor& t, std::size_t bytes) {
   c10::StorageImpl* impl = t.storage().unsafeGetStorageImpl();
   if (impl->nbytes() == bytes) return;

@@ -37,6 +37,10 @@ std::shared_ptr<void> add_post_accumulate_grad_hook(const at::Tensor& param,
 /// off when `dtype` is nullopt; clears the cast cache when turning it off.
 void set_autocast(c10::DeviceType device_type, std::optional<at::ScalarType> dtype);
 
+/// Whether CPU autocast to bf16 runs common models: LibTorch 1.13's CPU layer_norm rejects a
+/// bf16 input with fp32 weights (2.x casts), so there the Accelerator emulates bf16 instead.
+bool cpu_bf16_autocast_works();
+
 /// Makes `t`'s storage `bytes` long, in place, keeping every view of it (FSDP frees gathered
 /// parameters with size 0 and re-allocates before the next gather). The contents are lost.
 void resize_storage(const at::Tensor& t, std::size_t bytes);

@@ -25,17 +25,17 @@ namespace fs = std::filesystem;
 using accelerate::DataLoaderOptions;
 using accelerate::shard_indices;
 
-struct Run {
+struct Job {
   int code = 0;
   std::string output;
 };
 
 // Runs `stratagem launch` with `env` prepended (a shell command) and captures its output.
-Run launch(const std::string& env, const std::string& flags, const std::string& program_args,
+Job launch(const std::string& env, const std::string& flags, const std::string& program_args,
            const std::string& program = STRATAGEM_ACCEL_CHECK) {
   const std::string cmd = env + " " + STRATAGEM_BINARY + " launch --main_process_port 0 --cpu " +
                           flags + " -- " + program + " " + program_args + " 2>&1";
-  Run r;
+  Job r;
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) return {-1, "popen failed"};
   std::array<char, 4096> buf{};
@@ -158,7 +158,7 @@ std::vector<float> reference_params(const TempDir& dir) {
   static std::vector<float> ref;
   if (ref.empty()) {
     const std::string out = dir / "ref.bin";
-    const Run r = launch(kSplit, "--num_processes 1", "--steps 5 --batch 16 --out " + out);
+    const Job r = launch(kSplit, "--num_processes 1", "--steps 5 --batch 16 --out " + out);
     EXPECT_EQ(r.code, 0) << r.output;
     ref = read_floats(out);
   }
@@ -179,7 +179,7 @@ TEST_P(TwoProcesses, SameParametersAsOneProcessAfterFiveSteps) {
   ASSERT_FALSE(ref.empty());
   const std::string out = dir / "two.bin";
   const Case c = GetParam();
-  const Run r = launch(kSplit, std::string("--num_processes 2 ") + c.flags,
+  const Job r = launch(kSplit, std::string("--num_processes 2 ") + c.flags,
                        "--steps 5 --batch " + std::to_string(c.batch) + " --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LT(max_abs_diff(read_floats(out), ref), 1e-5) << c.flags;
@@ -196,13 +196,52 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"FullShardAccumulation", "--use_fsdp --gradient_accumulation_steps 2", 8}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Every "step N loss X" line's X, in order.
+std::vector<double> losses(const std::string& output) {
+  std::vector<double> v;
+  std::istringstream in(output);
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto at = line.find("] step ");
+    const auto l = line.find(" loss ");
+    if (at == std::string::npos || l == std::string::npos) continue;
+    v.push_back(std::stod(line.substr(l + 6)));
+  }
+  return v;
+}
+
+class Pipelines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Pipelines, TwoStagesLoseLikeOneProcess) {
+  TempDir dir;
+  const Job one = launch("", "--num_processes 1", "--pipeline 1 --steps 5 --batch 16");
+  ASSERT_EQ(one.code, 0) << one.output;
+  const Job two = launch("STRATAGEM_PIPELINE_MICRO_BATCHES=4",
+                         "--num_processes 2 --pipeline_stages 2 --pipeline_schedule " + GetParam(),
+                         "--pipeline 1 --steps 5 --batch 16 --trace " + (dir / "pp.json"));
+  ASSERT_EQ(two.code, 0) << two.output;
+  const auto a = losses(one.output), b = losses(two.output);
+  ASSERT_EQ(a.size(), 5u) << one.output;
+  ASSERT_EQ(b.size(), 5u) << two.output;
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  const result::RunResult res = result::load_result(dir / "pp.json");
+  ASSERT_EQ(res.ranks.size(), 2u);
+  int sends = 0, recvs = 0;
+  for (const auto& s : res.ranks[0].spans) sends += s.kind == result::SpanKind::send;
+  for (const auto& s : res.ranks[1].spans) recvs += s.kind == result::SpanKind::recv;
+  EXPECT_EQ(sends, 4) << "stage 0 sends each micro-batch's activations";
+  EXPECT_EQ(recvs, 4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Schedules, Pipelines, ::testing::Values("gpipe", "1f1b"));
+
 // ---- overlap, failures, fp16, state, trace ------------------------------------------------
 
 TEST(Accelerate, FirstBucketAllReduceStartsBeforeBackwardEnds) {
   TempDir dir;
   const std::string trace = dir / "trace.json";
-  // Tiny buckets: one per parameter tensor, so the first is ready long before the last.
-  const Run r = launch("STRATAGEM_BUCKET_MB=0.001", "--num_processes 2",
+  // Tiny buckets (100 bytes): one per parameter tensor, so the first is ready long before the last.
+  const Job r = launch("STRATAGEM_BUCKET_MB=0.0001", "--num_processes 2",
                        "--steps 3 --batch 64 --trace " + trace);
   ASSERT_EQ(r.code, 0) << r.output;
   const result::RunResult res = result::load_result(trace);
@@ -225,7 +264,7 @@ TEST(Accelerate, FirstBucketAllReduceStartsBeforeBackwardEnds) {
 }
 
 TEST(Accelerate, AThrowingRankEndsTheJobAndIsNamed) {
-  const Run r = launch("", "--num_processes 2 --kill_grace 1",
+  const Job r = launch("", "--num_processes 2 --kill_grace 1",
                        "--steps 50 --throw_rank 1 --throw_step 2");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
@@ -233,7 +272,7 @@ TEST(Accelerate, AThrowingRankEndsTheJobAndIsNamed) {
 }
 
 TEST(Accelerate, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
-  const Run r = launch("", "--num_processes 2 --mixed_precision fp16", "--steps 4 --inf_step 1");
+  const Job r = launch("", "--num_processes 2 --mixed_precision fp16", "--steps 4 --inf_step 1");
   ASSERT_EQ(r.code, 0) << r.output;
   // DeepSpeed's hysteresis 2: the first overflow keeps the scale, skipping the step.
   EXPECT_NE(r.output.find("skipped step 1 (loss scale now 65536)"), std::string::npos) << r.output;
@@ -242,13 +281,13 @@ TEST(Accelerate, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
 TEST(Accelerate, SaveAndLoadStateResumeTheSameTrajectory) {
   TempDir dir;
   const std::string flags = "--num_processes 2 --zero_stage 2";
-  const Run full = launch(kSplit, flags, "--steps 6 --batch 16 --out " + (dir / "full.bin"));
+  const Job full = launch(kSplit, flags, "--steps 6 --batch 16 --out " + (dir / "full.bin"));
   ASSERT_EQ(full.code, 0) << full.output;
-  const Run first = launch(kSplit, flags,
+  const Job first = launch(kSplit, flags,
                            "--steps 3 --batch 16 --save_at 3 --save_dir " + (dir / "ckpt"));
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_TRUE(fs::exists(dir / "ckpt/checkpoint-3/manifest.json"));
-  const Run resumed = launch(kSplit, flags,
+  const Job resumed = launch(kSplit, flags,
                              "--steps 6 --batch 16 --resume " + (dir / "ckpt") + " --out " +
                                  (dir / "resumed.bin"));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
@@ -257,7 +296,7 @@ TEST(Accelerate, SaveAndLoadStateResumeTheSameTrajectory) {
 
 TEST(Accelerate, TraceAndExportAreReadByTheRestOfStratagem) {
   TempDir dir;
-  const Run r = launch("", "--num_processes 2 --mixed_precision bf16",
+  const Job r = launch("", "--num_processes 2 --mixed_precision bf16",
                        "--steps 2 --trace " + (dir / "t.json") + " --export " + (dir / "s.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   const result::RunResult res = result::load_result(dir / "t.json");
@@ -270,20 +309,20 @@ TEST(Accelerate, TraceAndExportAreReadByTheRestOfStratagem) {
 
 TEST(Accelerate, ExamplesRun) {
   const std::string dir = STRATAGEM_EXAMPLES_DIR;
-  const Run linear = launch("", "--num_processes 2", "1", dir + "/linear_classifier");
+  const Job linear = launch("", "--num_processes 2", "1", dir + "/linear_classifier");
   ASSERT_EQ(linear.code, 0) << linear.output;
   EXPECT_NE(linear.output.find("Epoch 1, Loss:"), std::string::npos) << linear.output;
   for (const std::string flags :
        {"--sharding ddp", "--zero_stage 2",
         "--use_fsdp --fsdp_transformer_layer_cls_to_wrap EncoderLayer"}) {
-    const Run text = launch("", "--num_processes 2 " + flags, "20", dir + "/text_classifier");
+    const Job text = launch("", "--num_processes 2 " + flags, "20", dir + "/text_classifier");
     ASSERT_EQ(text.code, 0) << flags << "\n" << text.output;
     EXPECT_NE(text.output.find("step 20 loss"), std::string::npos) << text.output;
   }
 }
 
 TEST(Accelerate, BadLaunchFlagsExitTwoNamingTheFlag) {
-  const Run r = launch("", "--num_processes 2 --mixed_precision fp8", "");
+  const Job r = launch("", "--num_processes 2 --mixed_precision fp8", "");
   EXPECT_EQ(r.code, 2);
   EXPECT_NE(r.output.find("--mixed_precision"), std::string::npos) << r.output;
 }

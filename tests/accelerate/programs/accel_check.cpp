@@ -67,6 +67,34 @@ int main(int argc, char** argv) {
 
   stratagem::accelerate::Accelerator acc;
   torch::manual_seed(0);
+  if (flags.count("--pipeline")) {
+    // A Sequential split into stages; losses per step are what the test compares.
+    torch::nn::Sequential seq(torch::nn::Linear(8, 32), torch::nn::Tanh(),
+                              torch::nn::Linear(32, 32), torch::nn::Tanh(),
+                              torch::nn::Linear(32, 32), torch::nn::Tanh(),
+                              torch::nn::Linear(32, 4));
+    auto adam = std::make_shared<torch::optim::Adam>(seq->parameters(),
+                                                     torch::optim::AdamOptions(1e-3));
+    auto data = stratagem::accelerate::make_data_loader(
+        Data(), {.batch_size = batch, .shuffle = true, .seed = 7});
+    auto [model, optimizer, loader] = acc.prepare_pipeline(seq, adam, data);
+    auto ce = [](const at::Tensor& out, const at::Tensor& y) {
+      return torch::nn::functional::cross_entropy(out, y);
+    };
+    for (auto& b : *loader) {
+      optimizer->zero_grad();
+      const double loss = acc.train_batch(b.data, b.target, ce);
+      optimizer->step();
+      char line[64];
+      std::snprintf(line, sizeof line, "step %lld loss %.9f",
+                    static_cast<long long>(acc.optimizer_steps()), loss);
+      acc.print(line);
+      if (acc.optimizer_steps() >= steps) break;
+    }
+    if (flags.count("--trace")) acc.save_trace(flags["--trace"]);
+    acc.print("done");
+    return 0;
+  }
   Net model;
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(),
                                                    torch::optim::AdamOptions(1e-3));
