@@ -182,7 +182,8 @@ class Accelerator {
   /// it was written by another number of processes or strategy.
   void load_state(const std::string& dir);
   /// Collective. The last completed optimizer step as a RunResult (executor "real"): every
-  /// process's spans and memory, losses per step, step time.
+  /// process's spans and memory, losses per step, the median step time (first step excluded)
+  /// and samples/s from it.
   result::RunResult trace();
   /// Collective. trace() written by the main process to `path` (for `stratagem view`).
   void save_trace(const std::string& path);

@@ -130,7 +130,11 @@ result::RunResult Accelerator::trace() {
                                                        "rank " + std::to_string(k));
     r.ranks.push_back(other.ranks.at(0));
   }
-  // Step time: the slowest process's; losses: the mean over processes of each step's.
+  // Step time: the median over steps after the first (warm-up), the slowest process's; the
+  // spans are the last step's. Losses: the mean over processes of each step's.
+  auto times = tracer_.step_times();
+  if (times.size() > 1) times.erase(times.begin());
+  if (!times.empty()) step_time = median(times);
   at::Tensor t = at::tensor({step_time}, at::kDouble).to(device_);
   comm_->all_reduce(t, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
   r.metrics.step_time_s = t.cpu().item<double>();

@@ -196,6 +196,43 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"FullShardAccumulation", "--use_fsdp --gradient_accumulation_steps 2", 8}),
     [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Accelerate, AccelerateConfigFileSetsTheJobAndStrategy) {
+  TempDir dir;
+  const auto ref = reference_params(dir);
+  ASSERT_FALSE(ref.empty());
+  {
+    std::ofstream yaml(dir / "fsdp.yaml");
+    yaml << "compute_environment: LOCAL_MACHINE\n"
+            "distributed_type: FSDP\n"
+            "fsdp_config:\n"
+            "  fsdp_sharding_strategy: FULL_SHARD\n"
+            "  fsdp_transformer_layer_cls_to_wrap: Block\n"
+            "mixed_precision: 'no'\n"
+            "num_machines: 1\n"
+            "num_processes: 2\n"
+            "use_cpu: true\n";
+  }
+  const Job r = launch(kSplit, "--config_file " + (dir / "fsdp.yaml"),
+                       "--steps 5 --batch 16 --out " + (dir / "yaml.bin") + " --trace " +
+                           (dir / "yaml.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(max_abs_diff(read_floats(dir / "yaml.bin"), ref), 1e-5);
+  // Three Block units and the root: four reduce-scatters per step.
+  const result::RunResult res = result::load_result(dir / "yaml.json");
+  ASSERT_EQ(res.ranks.size(), 2u);
+  int reduce_scatters = 0;
+  for (const auto& s : res.ranks[0].spans) reduce_scatters += s.kind == result::SpanKind::reduce_scatter;
+  EXPECT_EQ(reduce_scatters, 4);
+
+  {
+    std::ofstream bad(dir / "bad.yaml");
+    bad << "distributed_type: MULTI_CPU\nnum_processes: 2\nmixed_precision: fp9\n";
+  }
+  const Job b = launch("", "--config_file " + (dir / "bad.yaml"), "");
+  EXPECT_EQ(b.code, 2) << b.output;
+  EXPECT_NE(b.output.find("bad.yaml:3:18: mixed_precision"), std::string::npos) << b.output;
+}
+
 // Every "step N loss X" line's X, in order.
 std::vector<double> losses(const std::string& output) {
   std::vector<double> v;
