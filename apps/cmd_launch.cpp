@@ -47,8 +47,9 @@ std::string join(const std::vector<std::string>& v) {
 
 int run(LaunchArgs& a) {
   if (a.command.empty()) {
-    throw SpecError("command", "name the program to start after `--`, e.g. "
-                               "`stratagem launch --num_processes 2 -- ./train`");
+    throw SpecError("command",
+                    "name the program to start after `--`, e.g. "
+                    "`stratagem launch --num_processes 2 -- ./train`");
   }
   spec::AccelerateLaunchConfig cfg;
   if (!a.config_file.empty()) cfg = spec::read_accelerate_launch_config(a.config_file);
@@ -77,18 +78,20 @@ int run(LaunchArgs& a) {
   std::string sharding = cfg.sharding;
   if (a.use_fsdp) sharding = "FULL_SHARD";
   if (!a.fsdp_sharding_strategy.empty()) {
-    sharding = spec::to_string(
-        spec::parse_sharding(a.fsdp_sharding_strategy, "--fsdp_sharding_strategy"));
+    sharding =
+        spec::to_string(spec::parse_sharding(a.fsdp_sharding_strategy, "--fsdp_sharding_strategy"));
   }
   if (a.zero_stage) {
     if (*a.zero_stage < 0 || *a.zero_stage > 2) {
-      throw SpecError("--zero_stage", "the Accelerator runs stages 0, 1 and 2 (use "
-                                      "--fsdp_sharding_strategy FULL_SHARD for stage 3)");
+      throw SpecError("--zero_stage",
+                      "the Accelerator runs stages 0, 1 and 2 (use "
+                      "--fsdp_sharding_strategy FULL_SHARD for stage 3)");
     }
     static const char* names[] = {"none", "zero1", "zero2"};
     sharding = names[*a.zero_stage];
   }
-  if (!a.sharding.empty()) sharding = spec::to_string(spec::parse_sharding(a.sharding, "--sharding"));
+  if (!a.sharding.empty())
+    sharding = spec::to_string(spec::parse_sharding(a.sharding, "--sharding"));
   std::string precision = a.mixed_precision.empty() ? cfg.mixed_precision : a.mixed_precision;
   if (precision != "no" && precision != "fp16" && precision != "bf16") {
     throw SpecError("--mixed_precision", "expected no, fp16 or bf16, got \"" + precision + "\"");
@@ -119,8 +122,7 @@ int run(LaunchArgs& a) {
   }
   if (a.pipeline_micro_batches) {
     if (*a.pipeline_micro_batches < 1) throw SpecError("--pipeline_micro_batches", "must be >= 1");
-    env.push_back(
-        {"STRATAGEM_PIPELINE_MICRO_BATCHES", std::to_string(*a.pipeline_micro_batches)});
+    env.push_back({"STRATAGEM_PIPELINE_MICRO_BATCHES", std::to_string(*a.pipeline_micro_batches)});
   }
 
   std::vector<std::string> argv = a.command;

@@ -36,10 +36,10 @@ int main(int argc, char** argv) {
   stratagem::accelerate::Accelerator accelerator;  // + reads the launcher's configuration
   torch::manual_seed(0);
   DiyModel model;
-  auto optimizer = std::make_shared<torch::optim::Adam>(model->parameters(),
-                                                        torch::optim::AdamOptions(1e-3));
-  auto dataloader = stratagem::accelerate::make_data_loader(
-      DiyDataset(), {.batch_size = 32, .shuffle = true});
+  auto optimizer =
+      std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
+  auto dataloader =
+      stratagem::accelerate::make_data_loader(DiyDataset(), {.batch_size = 32, .shuffle = true});
   torch::nn::CrossEntropyLoss criterion;
 
   auto [net, opt, loader] = accelerator.prepare(model, optimizer, dataloader);  // +
@@ -55,8 +55,8 @@ int main(int argc, char** argv) {
       opt->step();
       total_loss += loss.item<double>();
     }
-    const double avg = accelerator.reduce(torch::tensor(total_loss / loader->size()), "mean")
-                           .item<double>();
+    const double avg =
+        accelerator.reduce(torch::tensor(total_loss / loader->size()), "mean").item<double>();
     char line[64];
     std::snprintf(line, sizeof line, "Epoch %d, Loss: %.4f", epoch + 1, avg);
     accelerator.print(line);

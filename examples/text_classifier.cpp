@@ -24,12 +24,12 @@ struct EncoderLayerImpl : torch::nn::Module {
   EncoderLayerImpl()
       : attn(register_module("attn", torch::nn::MultiheadAttention(
                                          torch::nn::MultiheadAttentionOptions(kHidden, kHeads)))),
-        norm1(register_module("norm1", torch::nn::LayerNorm(
-                                           torch::nn::LayerNormOptions({kHidden})))),
+        norm1(
+            register_module("norm1", torch::nn::LayerNorm(torch::nn::LayerNormOptions({kHidden})))),
         fc1(register_module("fc1", torch::nn::Linear(kHidden, 4 * kHidden))),
         fc2(register_module("fc2", torch::nn::Linear(4 * kHidden, kHidden))),
-        norm2(register_module("norm2", torch::nn::LayerNorm(
-                                           torch::nn::LayerNormOptions({kHidden})))) {}
+        norm2(register_module("norm2",
+                              torch::nn::LayerNorm(torch::nn::LayerNormOptions({kHidden})))) {}
   torch::Tensor forward(torch::Tensor x) {  // [seq, batch, hidden]
     auto a = std::get<0>(attn->forward(x, x, x));
     x = norm1->forward(x + a);
@@ -81,8 +81,8 @@ int main(int argc, char** argv) {
   TextClassifier model;
   auto adamw = std::make_shared<torch::optim::AdamW>(
       model->parameters(), torch::optim::AdamWOptions(3e-3).weight_decay(0.01));
-  auto data = stratagem::accelerate::make_data_loader(SyntheticText(),
-                                                      {.batch_size = 32, .shuffle = true});
+  auto data =
+      stratagem::accelerate::make_data_loader(SyntheticText(), {.batch_size = 32, .shuffle = true});
   auto [net, optimizer, loader] = acc.prepare(model, adamw, data);
 
   int step = 0;
@@ -104,8 +104,8 @@ int main(int argc, char** argv) {
       step = static_cast<int>(acc.optimizer_steps());
       if (stepped && step % 20 == 0) {
         char line[128];
-        std::snprintf(line, sizeof line, "step %d loss %.4f accuracy %.3f (%s, %d processes)",
-                      step, acc.reduce(loss.detach(), "mean").item<double>(), correct / seen,
+        std::snprintf(line, sizeof line, "step %d loss %.4f accuracy %.3f (%s, %d processes)", step,
+                      acc.reduce(loss.detach(), "mean").item<double>(), correct / seen,
                       stratagem::spec::to_string(acc.options().sharding), acc.num_processes());
         acc.print(line);
         correct = seen = 0;

@@ -119,8 +119,9 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
                         "pipelines here)");
   }
   if (options_.mixed_precision == spec::Precision::fp16) {
-    throw SpecError("STRATAGEM_MIXED_PRECISION", "fp16 loss scaling is not available with a "
-                                                 "pipeline here; use bf16 or no");
+    throw SpecError("STRATAGEM_MIXED_PRECISION",
+                    "fp16 loss scaling is not available with a "
+                    "pipeline here; use bf16 or no");
   }
   if (options_.sharding != spec::Sharding::none) {
     throw SpecError("STRATAGEM_SHARDING", "a pipeline runs without ZeRO/FSDP sharding here");
@@ -263,8 +264,9 @@ at::Tensor Accelerator::reduce(const at::Tensor& tensor, const std::string& op) 
   }
   at::Tensor t = tensor.detach().to(device_).contiguous().clone();
   if (op == "mean" && !t.is_floating_point()) t = t.to(at::kFloat);
-  comm_->all_reduce(t, runtime::GroupSpec{},
-                    op == "max" ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
+  comm_
+      ->all_reduce(t, runtime::GroupSpec{},
+                   op == "max" ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
       ->wait();
   if (op == "mean") t.div_(env_.world_size);
   return t;

@@ -231,7 +231,7 @@ class Accelerator {
   bool sync_ = true;             ///< the last backward synced gradients
   bool skipped_ = false;
   std::int64_t optimizer_steps_ = 0;
-  double mark_s_ = 0;  ///< the current forward's start (trace)
+  double mark_s_ = 0;           ///< the current forward's start (trace)
   std::vector<double> losses_;  ///< per optimizer step, this process's summed micro-step losses
   double step_loss_ = 0;
   std::int64_t samples_per_step_ = 0;

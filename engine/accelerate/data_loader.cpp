@@ -26,10 +26,12 @@ std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world,
     all.resize(static_cast<std::size_t>(total));
   } else {
     total = (n + world - 1) / world * world;
-    for (std::int64_t i = n; i < total && n > 0; ++i) all.push_back(all[static_cast<std::size_t>((i - n) % n)]);
+    for (std::int64_t i = n; i < total && n > 0; ++i)
+      all.push_back(all[static_cast<std::size_t>((i - n) % n)]);
   }
   std::vector<std::int64_t> mine;
-  for (std::int64_t i = rank; i < total; i += world) mine.push_back(all[static_cast<std::size_t>(i)]);
+  for (std::int64_t i = rank; i < total; i += world)
+    mine.push_back(all[static_cast<std::size_t>(i)]);
   return mine;
 }
 
@@ -50,7 +52,8 @@ void DataLoaderBase::shard(int rank, int world, bool split_batches) {
 std::int64_t DataLoaderBase::size() const {
   const std::int64_t n = dataset_size();
   const std::int64_t per_rank = options_.drop_last ? n / world_ : (n + world_ - 1) / world_;
-  return options_.drop_last ? per_rank / local_batch_ : (per_rank + local_batch_ - 1) / local_batch_;
+  return options_.drop_last ? per_rank / local_batch_
+                            : (per_rank + local_batch_ - 1) / local_batch_;
 }
 
 std::vector<std::vector<std::int64_t>> DataLoaderBase::begin_epoch() {
@@ -72,7 +75,10 @@ std::vector<std::vector<std::int64_t>> DataLoaderBase::begin_epoch() {
                          mine.begin() + static_cast<std::ptrdiff_t>(end));
   }
   // Resuming mid-epoch: the batches already taken are skipped (position_.batch keeps counting).
-  if (skip > 0) batches.erase(batches.begin(), batches.begin() + std::min<std::int64_t>(skip, static_cast<std::int64_t>(batches.size())));
+  if (skip > 0)
+    batches.erase(
+        batches.begin(),
+        batches.begin() + std::min<std::int64_t>(skip, static_cast<std::int64_t>(batches.size())));
   return batches;
 }
 

@@ -51,7 +51,10 @@ class DataLoaderBase {
   std::int64_t local_batch_size() const { return local_batch_; }
   DataPosition position() const { return position_; }
   /// The next iteration resumes at `p` (its epoch's shuffle, skipping p.batch batches).
-  void set_position(DataPosition p) { position_ = p; resume_ = true; }
+  void set_position(DataPosition p) {
+    position_ = p;
+    resume_ = true;
+  }
   /// Batches per epoch on this process.
   std::int64_t size() const;
   virtual std::int64_t dataset_size() const = 0;

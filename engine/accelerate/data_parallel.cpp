@@ -29,7 +29,8 @@ bool type_matches(const std::string& module_name, const std::string& wanted) {
   const auto colon = n.rfind("::");
   if (colon != std::string::npos) n = n.substr(colon + 2);
   if (n == wanted || module_name == wanted) return true;
-  return n.size() > 4 && n.compare(n.size() - 4, 4, "Impl") == 0 && n.substr(0, n.size() - 4) == wanted;
+  return n.size() > 4 && n.compare(n.size() - 4, 4, "Impl") == 0 &&
+         n.substr(0, n.size() - 4) == wanted;
 }
 
 // Optimizer-state elements per parameter element, by the optimizer's type.
@@ -66,9 +67,10 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer_like(
   if (const auto* o = dynamic_cast<const Adagrad*>(&like)) {
     return std::make_unique<Adagrad>(groups, static_cast<const AdagradOptions&>(o->defaults()));
   }
-  throw SpecError("optimizer", "sharded strategies rebuild the optimizer over each rank's shard "
-                               "and know Adam, AdamW, SGD, RMSprop and Adagrad; use one of them "
-                               "or sharding ddp");
+  throw SpecError("optimizer",
+                  "sharded strategies rebuild the optimizer over each rank's shard "
+                  "and know Adam, AdamW, SGD, RMSprop and Adagrad; use one of them "
+                  "or sharding ddp");
 }
 
 DataParallel::DataParallel(torch::nn::Module& model,
@@ -161,8 +163,9 @@ void DataParallel::build_buckets(torch::nn::Module& model) {
   for (auto& p : params) {
     const int pg = param_group_of(p);
     if (pg < 0) {
-      throw SpecError("optimizer", "a parameter of the model that requires grad is not in the "
-                                   "optimizer; pass model->parameters() to it");
+      throw SpecError("optimizer",
+                      "a parameter of the model that requires grad is not in the "
+                      "optimizer; pass model->parameters() to it");
     }
     if (pg != current_group) flush();
     current_group = pg;
@@ -260,8 +263,8 @@ void DataParallel::launch(std::size_t g) {
   if (options_.mixed_precision != spec::Precision::no && G.grad.scalar_type() == at::kFloat) {
     // 16-bit gradients where parameters stay fp32: values round to fp16 / bf16 as they would
     // be communicated, and fp16 overflows to inf, which the loss scaler then sees.
-    G.grad.copy_(G.grad.to(options_.mixed_precision == spec::Precision::fp16 ? at::kHalf
-                                                                           : at::kBFloat16));
+    G.grad.copy_(
+        G.grad.to(options_.mixed_precision == spec::Precision::fp16 ? at::kHalf : at::kBFloat16));
   }
   if (sharding_ == spec::Sharding::fsdp_full_shard) G.free_full();  // done with them
   int span = 0;
@@ -270,8 +273,8 @@ void DataParallel::launch(std::size_t g) {
                          static_cast<int>(g));
     G.work = comm_.all_reduce(G.grad, GroupSpec{}, ReduceOp::sum);
   } else {
-    span = tracer_.begin(result::SpanKind::reduce_scatter, plan::Stream::collective,
-                         G.full_bytes(), static_cast<int>(g));
+    span = tracer_.begin(result::SpanKind::reduce_scatter, plan::Stream::collective, G.full_bytes(),
+                         static_cast<int>(g));
     G.reduce_out = at::empty({G.shard_numel}, G.grad.options());
     G.work = comm_.reduce_scatter(G.reduce_out, G.grad, GroupSpec{});
   }
@@ -286,7 +289,8 @@ void DataParallel::after_backward() {
   for (std::size_t g = 0; g < groups_.size(); ++g) {
     FlatGroup& G = groups_[g];
     if (G.launched) continue;
-    if (staged_ && !G.grad.defined()) G.grad = at::zeros({G.padded}, G.shard.options().requires_grad(false));
+    if (staged_ && !G.grad.defined())
+      G.grad = at::zeros({G.padded}, G.shard.options().requires_grad(false));
     for (std::size_t i = 0; i < G.params.size(); ++i) {
       at::Tensor& p = G.params[i];
       at::Tensor slot = G.slot(G.grad, i);
@@ -319,7 +323,8 @@ bool DataParallel::found_inf() {
   at::Tensor flag = at::zeros({1}, at::TensorOptions().device(device_));
   for (auto& G : groups_) {
     const at::Tensor& g = sharded_ ? G.grad_shard : G.grad;
-    if (g.defined()) flag = at::maximum(flag, g.isfinite().logical_not().any().to(at::kFloat).reshape({1}));
+    if (g.defined())
+      flag = at::maximum(flag, g.isfinite().logical_not().any().to(at::kFloat).reshape({1}));
   }
   comm_.all_reduce(flag, GroupSpec{}, ReduceOp::max)->wait();
   return flag.item<float>() > 0;

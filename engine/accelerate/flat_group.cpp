@@ -16,8 +16,8 @@ void FlatGroup::build(std::vector<at::Tensor> params_in, int world, int rank,
   for (std::size_t i = 0; i < params.size(); ++i) {
     if (i == 0) dtype = params[i].scalar_type();
     if (params[i].scalar_type() != dtype) {
-      throw SpecError("model", "parameters of one bucket or FSDP unit (" + name +
-                                   ") must share a dtype");
+      throw SpecError("model",
+                      "parameters of one bucket or FSDP unit (" + name + ") must share a dtype");
     }
     offsets.push_back(numel);
     numel += params[i].numel();

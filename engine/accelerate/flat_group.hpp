@@ -16,13 +16,13 @@
 namespace stratagem::accelerate {
 
 struct FlatGroup {
-  std::string name;                    ///< "bucket 2", or the FSDP unit's module path
-  int param_group = 0;                 ///< the user optimizer's parameter group of its params
-  std::vector<at::Tensor> params;      ///< the model's parameters, views of `flat`
-  std::vector<std::int64_t> offsets;   ///< element offset of each parameter in `flat`
-  std::int64_t numel = 0;              ///< parameters' elements
-  std::int64_t padded = 0;             ///< numel rounded up to a multiple of the world size
-  std::int64_t shard_numel = 0;        ///< padded / world
+  std::string name;                   ///< "bucket 2", or the FSDP unit's module path
+  int param_group = 0;                ///< the user optimizer's parameter group of its params
+  std::vector<at::Tensor> params;     ///< the model's parameters, views of `flat`
+  std::vector<std::int64_t> offsets;  ///< element offset of each parameter in `flat`
+  std::int64_t numel = 0;             ///< parameters' elements
+  std::int64_t padded = 0;            ///< numel rounded up to a multiple of the world size
+  std::int64_t shard_numel = 0;       ///< padded / world
   at::Tensor flat;        ///< [padded] full parameters (FSDP: storage freed when resharded)
   at::Tensor grad;        ///< [padded] full gradients (resident, or staged for one backward)
   at::Tensor shard;       ///< [shard_numel] this rank's parameters (sharded strategies)

@@ -19,7 +19,8 @@ std::int64_t integer(const std::string& name, const std::string& v, std::int64_t
   } catch (const std::exception&) {
     used = 0;
   }
-  if (used == 0 || used != v.size()) throw SpecError(name, "expected an integer, got \"" + v + "\"");
+  if (used == 0 || used != v.size())
+    throw SpecError(name, "expected an integer, got \"" + v + "\"");
   if (n < min) throw SpecError(name, "must be >= " + std::to_string(min) + ", got " + v);
   return n;
 }

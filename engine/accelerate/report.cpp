@@ -58,13 +58,14 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   if (model_) {
     for (const auto& p : model_->parameters()) params += static_cast<double>(p.numel());
     units = std::max<int>(1, static_cast<int>(dp_ ? dp_->groups().size() : 1));
-    if (dp_ && !dp_->sharded()) units = std::max<int>(1, static_cast<int>(model_->children().size()));
+    if (dp_ && !dp_->sharded())
+      units = std::max<int>(1, static_cast<int>(model_->children().size()));
   }
   std::int64_t local_batch = loader_ ? loader_->local_batch_size() : 1;
   int accum = options_.gradient_accumulation_steps;
   if (pipeline_) {  // micro-batches of the pipeline are its accumulation steps
-    accum = options_.pipeline_micro_batches > 0 ? options_.pipeline_micro_batches
-                                                : pipeline_->stages();
+    accum =
+        options_.pipeline_micro_batches > 0 ? options_.pipeline_micro_batches : pipeline_->stages();
     local_batch = std::max<std::int64_t>(1, local_batch / accum);
   }
   int nodes = 1, per_node = env_.local_world_size;
@@ -84,8 +85,8 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   if (pipeline_) units = std::max<int>(pp, static_cast<int>(model_->children().size()));
   std::ostringstream about;
   about << "Measured by stratagem::accelerate::Accelerator on " << env_.world_size
-        << " process(es) (" << (device_.is_cuda() ? "CUDA" : "CPU") << "): "
-        << static_cast<std::int64_t>(params) << " parameters in " << units
+        << " process(es) (" << (device_.is_cuda() ? "CUDA" : "CPU")
+        << "): " << static_cast<std::int64_t>(params) << " parameters in " << units
         << " unit(s), micro-batch " << local_batch << " per process";
   const auto times = tracer_.step_times();
   if (!times.empty()) about << ", median step " << std::setprecision(4) << median(times) << " s";
@@ -109,7 +110,8 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
         {"grad_accum", accum},
         {"sharding", sharding},
         {"mixed_precision", spec::to_string(options_.mixed_precision)}}},
-      {"training", {{"seq_len", seq_len}, {"global_batch", local_batch * accum * dp}, {"steps", 1}}}};
+      {"training",
+       {{"seq_len", seq_len}, {"global_batch", local_batch * accum * dp}, {"steps", 1}}}};
   return spec::parse_scenario(j, "export_scenario");
 }
 
@@ -126,8 +128,8 @@ result::RunResult Accelerator::trace() {
   one.ranks = {mine};
   const auto texts = all_gather_strings(*comm_, device_, result::to_json(one).dump());
   for (int k = 0; k < env_.world_size; ++k) {
-    result::RunResult other = result::result_from_json(nlohmann::json::parse(texts[k]),
-                                                       "rank " + std::to_string(k));
+    result::RunResult other =
+        result::result_from_json(nlohmann::json::parse(texts[k]), "rank " + std::to_string(k));
     r.ranks.push_back(other.ranks.at(0));
   }
   // Step time: the median over steps after the first (warm-up), the slowest process's; the
@@ -147,7 +149,8 @@ result::RunResult Accelerator::trace() {
   if (r.metrics.step_time_s > 0) {
     r.metrics.samples_per_s =
         static_cast<double>(r.scenario.training.global_batch) / r.metrics.step_time_s;
-    r.metrics.tokens_per_s = r.metrics.samples_per_s * static_cast<double>(r.scenario.training.seq_len);
+    r.metrics.tokens_per_s =
+        r.metrics.samples_per_s * static_cast<double>(r.scenario.training.seq_len);
   }
   // Communication not hidden behind compute on the main process: collective time outside
   // every compute span.

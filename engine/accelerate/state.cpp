@@ -95,9 +95,8 @@ void Accelerator::load_state(const std::string& dir) {
   if (!dp_) throw SpecError("load_state", "call prepare() first");
   const int world = env_.world_size;
   const std::int64_t step = ckpt::latest_complete(dir, kPrefix);
-  at::Tensor agree = at::tensor({static_cast<double>(step), -static_cast<double>(step)},
-                                at::kDouble)
-                         .to(device_);
+  at::Tensor agree =
+      at::tensor({static_cast<double>(step), -static_cast<double>(step)}, at::kDouble).to(device_);
   comm_->all_reduce(agree, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
   agree = agree.cpu();
   if (agree[0].item<double>() != -agree[1].item<double>()) {

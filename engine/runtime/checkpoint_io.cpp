@@ -152,8 +152,8 @@ RankFile parse_rank_file(const std::string& path) {
 }
 
 void write_manifest(Communicator& comm, const std::string& dir, const std::string& rank_file_name,
-                    std::size_t bytes, std::uint64_t checksum, bool writer,
-                    nlohmann::json manifest, const c10::Device& device) {
+                    std::size_t bytes, std::uint64_t checksum, bool writer, nlohmann::json manifest,
+                    const c10::Device& device) {
   const int rank = comm.rank(), world = comm.world_size();
   auto info = at::zeros({world, 2}, at::TensorOptions().dtype(at::kLong));
   info[rank][0].fill_(static_cast<std::int64_t>(bytes));

@@ -55,8 +55,8 @@ RankFile parse_rank_file(const std::string& path);
 /// "ranks": [{file, bytes, checksum}]. Ends with a barrier. `device`: where the communicator
 /// takes tensors.
 void write_manifest(Communicator& comm, const std::string& dir, const std::string& rank_file_name,
-                    std::size_t bytes, std::uint64_t checksum, bool writer,
-                    nlohmann::json manifest, const c10::Device& device);
+                    std::size_t bytes, std::uint64_t checksum, bool writer, nlohmann::json manifest,
+                    const c10::Device& device);
 
 /// The newest DIR/<prefix><N> with a manifest.json, or −1.
 std::int64_t latest_complete(const std::string& dir, const std::string& prefix);

@@ -551,8 +551,8 @@ AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_fil
     } else if (const auto text = y.scalar(fsdp, "fsdp_transformer_layer_cls_to_wrap", path)) {
       add(*text);
     }
-    if (const auto n = y.integer(fsdp, "fsdp_min_num_params", "fsdp_config.fsdp_min_num_params",
-                                 0, std::int64_t{1} << 50)) {
+    if (const auto n = y.integer(fsdp, "fsdp_min_num_params", "fsdp_config.fsdp_min_num_params", 0,
+                                 std::int64_t{1} << 50)) {
       c.fsdp_min_num_params = *n;
     }
   }

@@ -99,7 +99,8 @@ TEST(AccelerateData, ShardsAreDisjointAndCoverTheDataset) {
         for (std::int64_t i = 0; i < n; ++i) EXPECT_GE(seen.count(i), 1u) << "covers " << i;
         // Disjoint but for the padding, which repeats the first (padded − n) of the list.
         std::int64_t repeats = 0;
-        for (std::int64_t i = 0; i < n; ++i) repeats += static_cast<std::int64_t>(seen.count(i)) - 1;
+        for (std::int64_t i = 0; i < n; ++i)
+          repeats += static_cast<std::int64_t>(seen.count(i)) - 1;
         EXPECT_EQ(repeats, padded - n) << "n=" << n << " world=" << world;
       }
     }
@@ -190,8 +191,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"DDP", "--sharding ddp", 16}, Case{"ZeRO1", "--zero_stage 1", 16},
         Case{"ZeRO2", "--zero_stage 2", 16},
-        Case{"FullShard", "--fsdp_sharding_strategy FULL_SHARD --fsdp_transformer_layer_cls_to_wrap Block", 16},
-        Case{"ShardGradOp", "--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_min_num_params 1000", 16},
+        Case{"FullShard",
+             "--fsdp_sharding_strategy FULL_SHARD --fsdp_transformer_layer_cls_to_wrap Block", 16},
+        Case{"ShardGradOp", "--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_min_num_params 1000",
+             16},
         Case{"DDPAccumulation", "--sharding ddp --gradient_accumulation_steps 2", 8},
         Case{"FullShardAccumulation", "--use_fsdp --gradient_accumulation_steps 2", 8}),
     [](const auto& info) { return std::string(info.param.name); });
@@ -212,16 +215,17 @@ TEST(Accelerate, AccelerateConfigFileSetsTheJobAndStrategy) {
             "num_processes: 2\n"
             "use_cpu: true\n";
   }
-  const Job r = launch(kSplit, "--config_file " + (dir / "fsdp.yaml"),
-                       "--steps 5 --batch 16 --out " + (dir / "yaml.bin") + " --trace " +
-                           (dir / "yaml.json"));
+  const Job r = launch(
+      kSplit, "--config_file " + (dir / "fsdp.yaml"),
+      "--steps 5 --batch 16 --out " + (dir / "yaml.bin") + " --trace " + (dir / "yaml.json"));
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LT(max_abs_diff(read_floats(dir / "yaml.bin"), ref), 1e-5);
   // Three Block units and the root: four reduce-scatters per step.
   const result::RunResult res = result::load_result(dir / "yaml.json");
   ASSERT_EQ(res.ranks.size(), 2u);
   int reduce_scatters = 0;
-  for (const auto& s : res.ranks[0].spans) reduce_scatters += s.kind == result::SpanKind::reduce_scatter;
+  for (const auto& s : res.ranks[0].spans)
+    reduce_scatters += s.kind == result::SpanKind::reduce_scatter;
   EXPECT_EQ(reduce_scatters, 4);
 
   {
@@ -301,8 +305,8 @@ TEST(Accelerate, FirstBucketAllReduceStartsBeforeBackwardEnds) {
 }
 
 TEST(Accelerate, AThrowingRankEndsTheJobAndIsNamed) {
-  const Job r = launch("", "--num_processes 2 --kill_grace 1",
-                       "--steps 50 --throw_rank 1 --throw_step 2");
+  const Job r =
+      launch("", "--num_processes 2 --kill_grace 1", "--steps 50 --throw_rank 1 --throw_step 2");
   EXPECT_NE(r.code, 0) << r.output;
   EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("injected failure"), std::string::npos) << r.output;
@@ -320,13 +324,13 @@ TEST(Accelerate, SaveAndLoadStateResumeTheSameTrajectory) {
   const std::string flags = "--num_processes 2 --zero_stage 2";
   const Job full = launch(kSplit, flags, "--steps 6 --batch 16 --out " + (dir / "full.bin"));
   ASSERT_EQ(full.code, 0) << full.output;
-  const Job first = launch(kSplit, flags,
-                           "--steps 3 --batch 16 --save_at 3 --save_dir " + (dir / "ckpt"));
+  const Job first =
+      launch(kSplit, flags, "--steps 3 --batch 16 --save_at 3 --save_dir " + (dir / "ckpt"));
   ASSERT_EQ(first.code, 0) << first.output;
   EXPECT_TRUE(fs::exists(dir / "ckpt/checkpoint-3/manifest.json"));
-  const Job resumed = launch(kSplit, flags,
-                             "--steps 6 --batch 16 --resume " + (dir / "ckpt") + " --out " +
-                                 (dir / "resumed.bin"));
+  const Job resumed =
+      launch(kSplit, flags,
+             "--steps 6 --batch 16 --resume " + (dir / "ckpt") + " --out " + (dir / "resumed.bin"));
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_LT(max_abs_diff(read_floats(dir / "resumed.bin"), read_floats(dir / "full.bin")), 1e-6);
 }
@@ -339,8 +343,8 @@ TEST(Accelerate, TraceAndExportAreReadByTheRestOfStratagem) {
   const result::RunResult res = result::load_result(dir / "t.json");
   EXPECT_GT(res.metrics.step_time_s, 0);
   EXPECT_EQ(res.metrics.losses.size(), 2u);
-  const std::string sim = std::string(STRATAGEM_BINARY) + " sim " + (dir / "s.json") +
-                          " > /dev/null 2>&1";
+  const std::string sim =
+      std::string(STRATAGEM_BINARY) + " sim " + (dir / "s.json") + " > /dev/null 2>&1";
   EXPECT_EQ(std::system(sim.c_str()), 0);
 }
 
@@ -349,9 +353,8 @@ TEST(Accelerate, ExamplesRun) {
   const Job linear = launch("", "--num_processes 2", "1", dir + "/linear_classifier");
   ASSERT_EQ(linear.code, 0) << linear.output;
   EXPECT_NE(linear.output.find("Epoch 1, Loss:"), std::string::npos) << linear.output;
-  for (const std::string flags :
-       {"--sharding ddp", "--zero_stage 2",
-        "--use_fsdp --fsdp_transformer_layer_cls_to_wrap EncoderLayer"}) {
+  for (const std::string flags : {"--sharding ddp", "--zero_stage 2",
+                                  "--use_fsdp --fsdp_transformer_layer_cls_to_wrap EncoderLayer"}) {
     const Job text = launch("", "--num_processes 2 " + flags, "20", dir + "/text_classifier");
     ASSERT_EQ(text.code, 0) << flags << "\n" << text.output;
     EXPECT_NE(text.output.find("step 20 loss"), std::string::npos) << text.output;

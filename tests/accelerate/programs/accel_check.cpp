@@ -58,9 +58,7 @@ struct Data : torch::data::Dataset<Data> {
 int main(int argc, char** argv) {
   std::map<std::string, std::string> flags;
   for (int i = 1; i + 1 < argc; i += 2) flags[argv[i]] = argv[i + 1];
-  auto num = [&](const char* k, long long d) {
-    return flags.count(k) ? std::stoll(flags[k]) : d;
-  };
+  auto num = [&](const char* k, long long d) { return flags.count(k) ? std::stoll(flags[k]) : d; };
   const long long steps = num("--steps", 5), batch = num("--batch", 16);
   const long long throw_rank = num("--throw_rank", -1), throw_step = num("--throw_step", -1);
   const long long inf_step = num("--inf_step", -1), save_at = num("--save_at", -1);
@@ -69,12 +67,11 @@ int main(int argc, char** argv) {
   torch::manual_seed(0);
   if (flags.count("--pipeline")) {
     // A Sequential split into stages; losses per step are what the test compares.
-    torch::nn::Sequential seq(torch::nn::Linear(8, 32), torch::nn::Tanh(),
-                              torch::nn::Linear(32, 32), torch::nn::Tanh(),
-                              torch::nn::Linear(32, 32), torch::nn::Tanh(),
-                              torch::nn::Linear(32, 4));
-    auto adam = std::make_shared<torch::optim::Adam>(seq->parameters(),
-                                                     torch::optim::AdamOptions(1e-3));
+    torch::nn::Sequential seq(
+        torch::nn::Linear(8, 32), torch::nn::Tanh(), torch::nn::Linear(32, 32), torch::nn::Tanh(),
+        torch::nn::Linear(32, 32), torch::nn::Tanh(), torch::nn::Linear(32, 4));
+    auto adam =
+        std::make_shared<torch::optim::Adam>(seq->parameters(), torch::optim::AdamOptions(1e-3));
     auto data = stratagem::accelerate::make_data_loader(
         Data(), {.batch_size = batch, .shuffle = true, .seed = 7});
     auto [model, optimizer, loader] = acc.prepare_pipeline(seq, adam, data);
@@ -96,8 +93,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   Net model;
-  auto adam = std::make_shared<torch::optim::Adam>(model->parameters(),
-                                                   torch::optim::AdamOptions(1e-3));
+  auto adam =
+      std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   auto data = stratagem::accelerate::make_data_loader(
       Data(), {.batch_size = batch, .shuffle = true, .seed = 7});
   auto [net, optimizer, loader] = acc.prepare(model, adam, data);
