@@ -1,11 +1,11 @@
 // The seed notes' DiyModel as a LibTorch program: a Linear(10, 2) classifier over random data,
-// three epochs of Adam. It was a single-process program; two lines changed (marked "+") and
-// it runs on any number of processes with `stratagem launch`:
+// three epochs of Adam. It was a single-process program; the lines marked "+" changed (the
+// README shows the whole diff) and it runs on any number of processes with `stratagem launch`:
 //
 //   ./build/examples/linear_classifier                                   # one process
 //   ./build/apps/stratagem launch --num_processes 2 --cpu -- ./build/examples/linear_classifier
-//   ./build/apps/stratagem launch --num_processes 2 --cpu --mixed_precision bf16 \
-//       -- ./build/examples/linear_classifier
+//   ./build/apps/stratagem launch --num_processes 2 --cpu --mixed_precision bf16 --
+//       ./build/examples/linear_classifier
 #include <cstdio>
 #include <string>
 

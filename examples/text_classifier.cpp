@@ -5,8 +5,9 @@
 //
 //   stratagem launch --num_processes 2 --cpu -- ./build/examples/text_classifier
 //   stratagem launch --num_processes 2 --cpu --zero_stage 2 -- ./build/examples/text_classifier
-//   stratagem launch --num_processes 2 --cpu --use_fsdp \
+//   stratagem launch --num_processes 2 --cpu --use_fsdp
 //       --fsdp_transformer_layer_cls_to_wrap EncoderLayer -- ./build/examples/text_classifier
+//   (one command each; the last is wrapped here)
 //
 // Arguments: [steps (default 60)] [trace.json] [scenario.json]
 #include <cstdio>

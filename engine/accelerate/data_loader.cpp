@@ -61,6 +61,11 @@ std::vector<std::vector<std::int64_t>> DataLoaderBase::begin_epoch() {
     ++position_.epoch;
     position_.batch = 0;
   }
+  // A checkpoint taken after an epoch's last batch resumes at the next epoch's start.
+  if (resume_ && position_.batch >= size()) {
+    ++position_.epoch;
+    position_.batch = 0;
+  }
   const std::int64_t skip = resume_ ? position_.batch : 0;
   if (!resume_) position_.batch = 0;
   first_batch_ = skip;

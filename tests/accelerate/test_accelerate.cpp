@@ -319,9 +319,11 @@ TEST(Accelerate, Fp16OverflowSkipsTheStepAndHalvesTheScale) {
   EXPECT_NE(r.output.find("skipped step 1 (loss scale now 65536)"), std::string::npos) << r.output;
 }
 
-TEST(Accelerate, SaveAndLoadStateResumeTheSameTrajectory) {
+class SaveLoad : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SaveLoad, ResumesTheSameTrajectory) {
   TempDir dir;
-  const std::string flags = "--num_processes 2 --zero_stage 2";
+  const std::string flags = "--num_processes 2 " + GetParam();
   const Job full = launch(kSplit, flags, "--steps 6 --batch 16 --out " + (dir / "full.bin"));
   ASSERT_EQ(full.code, 0) << full.output;
   const Job first =
@@ -334,6 +336,27 @@ TEST(Accelerate, SaveAndLoadStateResumeTheSameTrajectory) {
   ASSERT_EQ(resumed.code, 0) << resumed.output;
   EXPECT_LT(max_abs_diff(read_floats(dir / "resumed.bin"), read_floats(dir / "full.bin")), 1e-6);
 }
+
+TEST(Accelerate, StateSavedAtAnEpochsEndResumesWithTheNextEpoch) {
+  // 512 samples, 16 per step: an epoch is 32 steps.
+  TempDir dir;
+  const std::string flags = "--num_processes 2";
+  const Job full = launch(kSplit, flags, "--steps 34 --batch 16 --out " + (dir / "full.bin"));
+  ASSERT_EQ(full.code, 0) << full.output;
+  const Job first = launch(kSplit, flags,
+                           "--steps 32 --batch 16 --save_at 32 --save_dir " + (dir / "ckpt"));
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Job resumed = launch(
+      kSplit, flags,
+      "--steps 34 --batch 16 --resume " + (dir / "ckpt") + " --out " + (dir / "resumed.bin"));
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_LT(max_abs_diff(read_floats(dir / "resumed.bin"), read_floats(dir / "full.bin")), 1e-6);
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, SaveLoad,
+                         ::testing::Values("--zero_stage 2",
+                                           "--use_fsdp --fsdp_min_num_params 1000",
+                                           "--sharding ddp"));
 
 TEST(Accelerate, TraceAndExportAreReadByTheRestOfStratagem) {
   TempDir dir;
