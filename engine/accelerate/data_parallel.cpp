@@ -266,7 +266,10 @@ void DataParallel::launch(std::size_t g) {
     G.grad.copy_(
         G.grad.to(options_.mixed_precision == spec::Precision::fp16 ? at::kHalf : at::kBFloat16));
   }
-  if (sharding_ == spec::Sharding::fsdp_full_shard) G.free_full();  // done with them
+  if (sharding_ == spec::Sharding::fsdp_full_shard) {
+    G.free_full();  // this backward is done with them
+    tracer_.memory(memory());
+  }
   int span = 0;
   if (!sharded_) {
     span = tracer_.begin(result::SpanKind::all_reduce, plan::Stream::collective, G.full_bytes(),

@@ -227,6 +227,18 @@ TEST(Accelerate, AccelerateConfigFileSetsTheJobAndStrategy) {
   for (const auto& s : res.ranks[0].spans)
     reduce_scatters += s.kind == result::SpanKind::reduce_scatter;
   EXPECT_EQ(reduce_scatters, 4);
+  // FULL_SHARD really frees: gathered parameters go down unit by unit during the backward and
+  // are all back after the step's all-gather.
+  const auto& mem = res.ranks[0].memory;
+  ASSERT_GE(mem.bytes.size(), 3u);
+  const int gathered = static_cast<int>(plan::TensorClass::gathered_params);
+  double lo = INFINITY, hi = 0;
+  for (const auto& b : mem.bytes) {
+    lo = std::min(lo, b[gathered]);
+    hi = std::max(hi, b[gathered]);
+  }
+  EXPECT_GT(hi, 0);
+  EXPECT_LT(lo, hi / 2) << "units freed in backward";
 
   {
     std::ofstream bad(dir / "bad.yaml");
@@ -343,8 +355,8 @@ TEST(Accelerate, StateSavedAtAnEpochsEndResumesWithTheNextEpoch) {
   const std::string flags = "--num_processes 2";
   const Job full = launch(kSplit, flags, "--steps 34 --batch 16 --out " + (dir / "full.bin"));
   ASSERT_EQ(full.code, 0) << full.output;
-  const Job first = launch(kSplit, flags,
-                           "--steps 32 --batch 16 --save_at 32 --save_dir " + (dir / "ckpt"));
+  const Job first =
+      launch(kSplit, flags, "--steps 32 --batch 16 --save_at 32 --save_dir " + (dir / "ckpt"));
   ASSERT_EQ(first.code, 0) << first.output;
   const Job resumed = launch(
       kSplit, flags,
