@@ -1,4 +1,4 @@
-// Commands that need LibTorch (run, worker, launch, ...) are built into stratagem-runtime;
+// Commands that need LibTorch (run, worker, commbench, ...) are built into stratagem-runtime;
 // here they are registered by name and exec that executable with the same arguments, so
 // `stratagem --help` lists them and their own --help comes from the real implementation.
 #include <unistd.h>
@@ -40,7 +40,6 @@ const std::map<std::string, std::string>& descriptions() {
   static const std::map<std::string, std::string> d = {
       {"run", "Train a scenario for real on local worker processes (Gloo on CPUs, NCCL on GPUs)"},
       {"worker", "Run one rank of a job started by torchrun, Slurm or mpirun"},
-      {"launch", "Start N copies of your own training program with torchrun's environment"},
       {"commbench", "Benchmark collectives like nccl-tests (Gloo or NCCL)"},
       {"calibrate", "Measure this machine and write a hardware profile for the simulator"},
       {"validate", "Run scenarios for real and compare with the simulator's prediction"},

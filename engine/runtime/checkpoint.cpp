@@ -1,19 +1,12 @@
 #include "engine/runtime/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/runtime/checkpoint_io.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {
@@ -22,24 +15,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kMagic = "STRATAGEM-CKPT\n";
 constexpr const char* kManifestFormat = "stratagem-checkpoint";
 constexpr int kVersion = 1;
 
-std::uint64_t fnv1a(const void* data, std::size_t n, std::uint64_t h = 1469598103934665603ULL) {
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (std::size_t i = 0; i < n; ++i) {
-    h ^= p[i];
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
-
-std::string hex(std::uint64_t v) {
-  std::ostringstream s;
-  s << std::hex << v;
-  return s.str();
-}
+using ckpt::fnv1a;
+using ckpt::hex;
+using ckpt::read_file;
 
 std::string step_dir(const std::string& dir, std::int64_t step) {
   return (fs::path(dir) / ("step-" + std::to_string(step))).string();
@@ -47,43 +28,6 @@ std::string step_dir(const std::string& dir, std::int64_t step) {
 
 std::string rank_file(int rank) {
   return "rank-" + std::to_string(rank) + ".ckpt";
-}
-
-// Writes `bytes` to `path` under a temporary name, flushed to disk, then renames it.
-void write_atomically(const std::string& path, const std::string& bytes, bool kill_before_rename) {
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) throw RuntimeError("cannot write " + tmp + ": " + std::strerror(errno));
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      throw RuntimeError("cannot write " + tmp + ": " + std::strerror(err));
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    throw RuntimeError("cannot flush " + tmp + ": " + std::strerror(errno));
-  }
-  if (kill_before_rename) ::kill(::getpid(), SIGKILL);
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) throw RuntimeError("cannot rename " + tmp + " to " + path + ": " + ec.message());
-  const int dfd = ::open(fs::path(path).parent_path().c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);  // make the rename itself durable
-    ::close(dfd);
-  }
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw RuntimeError("cannot read " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 at::Tensor cpu_rng_state() {
@@ -120,30 +64,6 @@ nlohmann::json scaler_json(const DynamicLossScaler* scaler) {
           {"hysteresis_left", s.hysteresis_left}};
 }
 
-struct RankFile {
-  nlohmann::json header;
-  std::string payload;
-};
-
-RankFile parse_rank_file(const std::string& path) {
-  const std::string bytes = read_file(path);
-  const std::size_t magic = std::strlen(kMagic);
-  if (bytes.size() < magic + 8 || bytes.compare(0, magic, kMagic) != 0) {
-    throw RuntimeError(path + " is not a stratagem checkpoint shard");
-  }
-  std::uint64_t header_len = 0;
-  std::memcpy(&header_len, bytes.data() + magic, 8);
-  if (magic + 8 + header_len > bytes.size()) throw RuntimeError(path + " is truncated");
-  RankFile f;
-  f.header = nlohmann::json::parse(bytes.substr(magic + 8, header_len));
-  f.payload = bytes.substr(magic + 8 + header_len);
-  const std::uint64_t sum = fnv1a(f.payload.data(), f.payload.size());
-  if (hex(sum) != f.header.at("checksum").get<std::string>()) {
-    throw RuntimeError(path + " is damaged (checksum mismatch)");
-  }
-  return f;
-}
-
 }  // namespace
 
 std::string scenario_fingerprint(const spec::Scenario& s) {
@@ -162,18 +82,8 @@ void save_checkpoint(const std::string& dir, std::int64_t step, Executor& ex, Co
   fs::create_directories(sdir, ec);
   if (ec) throw RuntimeError("cannot create " + sdir + ": " + ec.message());
 
-  nlohmann::json tensors = nlohmann::json::array();
-  std::string payload;
-  for (const auto& e : entries(ex)) {
-    const at::Tensor cpu = e.tensor.detach().to(at::kCPU).contiguous();
-    tensors.push_back({{"name", e.name},
-                       {"dtype", c10::toString(cpu.scalar_type())},
-                       {"numel", cpu.numel()},
-                       {"offset", payload.size()},
-                       {"bytes", cpu.nbytes()}});
-    payload.append(static_cast<const char*>(cpu.data_ptr()), cpu.nbytes());
-  }
-  const std::uint64_t sum = fnv1a(payload.data(), payload.size());
+  std::vector<std::pair<std::string, at::Tensor>> tensors;
+  for (const auto& e : entries(ex)) tensors.emplace_back(e.name, e.tensor);
   const auto& scenario = ex.plan().scenario;
   nlohmann::json header = {
       {"version", kVersion},
@@ -185,62 +95,26 @@ void save_checkpoint(const std::string& dir, std::int64_t step, Executor& ex, Co
       {"loss_scaler", scaler_json(ex.scaler())},
       // Data is a function of (seed, sample index): the position is the next step's first
       // global sample.
-      {"data", {{"next_step", step}, {"next_sample", step * scenario.training.global_batch}}},
-      {"tensors", tensors},
-      {"checksum", hex(sum)}};
-  const std::string head = header.dump();
-  std::string bytes = kMagic;
-  const std::uint64_t len = head.size();
-  bytes.append(reinterpret_cast<const char*>(&len), 8);
-  bytes += head;
-  bytes += payload;
-  write_atomically((fs::path(sdir) / rank_file(rank)).string(), bytes,
-                   options.kill_after_temp_file);
-
-  // Every rank's file size and checksum, for the manifest.
-  auto info = at::zeros({world, 2}, at::TensorOptions().dtype(at::kLong));
-  info[rank][0].fill_(static_cast<std::int64_t>(bytes.size()));
-  info[rank][1].fill_(static_cast<std::int64_t>(sum));
-  info = all_reduced(comm, info, ReduceOp::sum, ex.units().device());
+      {"data", {{"next_step", step}, {"next_sample", step * scenario.training.global_batch}}}};
+  std::uint64_t sum = 0;
+  const std::string bytes = ckpt::encode_rank_file(std::move(header), tensors, &sum);
+  ckpt::write_atomically((fs::path(sdir) / rank_file(rank)).string(), bytes,
+                         options.kill_after_temp_file);
   // The manifest marks the checkpoint complete: the first rank of each node writes it once
-  // every rank's file is in place (the all-reduce above is the barrier).
-  if (ex.plan().layout.coords[rank].local_rank == 0) {
-    nlohmann::json ranks = nlohmann::json::array();
-    for (int r = 0; r < world; ++r) {
-      ranks.push_back(
-          {{"file", rank_file(r)},
-           {"bytes", info[r][0].item<std::int64_t>()},
-           {"checksum", hex(static_cast<std::uint64_t>(info[r][1].item<std::int64_t>()))}});
-    }
-    nlohmann::json manifest = {{"format", kManifestFormat},
-                               {"version", kVersion},
-                               {"step", step},
-                               {"world", world},
-                               {"scenario", scenario.name},
-                               {"fingerprint", scenario_fingerprint(scenario)},
-                               {"ranks", ranks}};
-    write_atomically((fs::path(sdir) / "manifest.json").string(), manifest.dump(2) + "\n", false);
-  }
-  comm.barrier(GroupSpec{});
+  // every rank's file is in place.
+  const nlohmann::json manifest = {{"format", kManifestFormat},
+                                   {"version", kVersion},
+                                   {"step", step},
+                                   {"world", world},
+                                   {"scenario", scenario.name},
+                                   {"fingerprint", scenario_fingerprint(scenario)}};
+  ckpt::write_manifest(comm, sdir, "rank-%d.ckpt", bytes.size(), sum,
+                       ex.plan().layout.coords[rank].local_rank == 0, manifest,
+                       ex.units().device());
 }
 
 std::int64_t latest_complete_step(const std::string& dir) {
-  std::int64_t best = -1;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return -1;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.rfind("step-", 0) != 0) continue;
-    std::int64_t step = -1;
-    try {
-      step = std::stoll(name.substr(5));
-    } catch (const std::exception&) {
-      continue;
-    }
-    if (!fs::exists(entry.path() / "manifest.json", ec)) continue;
-    best = std::max(best, step);
-  }
-  return best;
+  return ckpt::latest_complete(dir, "step-");
 }
 
 std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator& comm) {
@@ -271,27 +145,15 @@ std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator&
                                     manifest.at("scenario").get<std::string>() + "\")");
   }
   const std::string path = (fs::path(sdir) / rank_file(rank)).string();
-  const RankFile f = parse_rank_file(path);
-  const auto& entry_list = f.header.at("tensors");
+  const ckpt::RankFile f = ckpt::parse_rank_file(path);
   for (const auto& e : entries(ex)) {
-    const nlohmann::json* found = nullptr;
-    for (const auto& t : entry_list) {
-      if (t.at("name").get<std::string>() == e.name) found = &t;
-    }
-    if (!found) throw RuntimeError(path + " has no " + e.name);
-    const auto bytes = found->at("bytes").get<std::size_t>();
-    const auto offset = found->at("offset").get<std::size_t>();
-    at::Tensor cpu = e.tensor.detach().to(at::kCPU).contiguous().clone();
-    if (bytes != cpu.nbytes() ||
-        found->at("dtype").get<std::string>() != std::string(c10::toString(cpu.scalar_type()))) {
-      throw RuntimeError(path + ": " + e.name + " does not match this rank's layout");
-    }
-    std::memcpy(cpu.data_ptr(), f.payload.data() + offset, bytes);
     if (e.name == "cpu_rng_state") {
+      at::Tensor state = e.tensor.clone();
+      f.copy_into(e.name, state);
       at::Generator gen = at::detail::getDefaultCPUGenerator();
-      gen.set_state(cpu);
+      gen.set_state(state);
     } else {
-      e.tensor.copy_(cpu);
+      f.copy_into(e.name, e.tensor);
     }
   }
   ex.state().set_optimizer_steps(f.header.at("optimizer_steps").get<std::int64_t>());

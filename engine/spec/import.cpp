@@ -507,6 +507,58 @@ nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptio
   return build_scenario(read_accelerate(yaml), options, yaml_file);
 }
 
+AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_file) {
+  const YamlFile y(yaml_file);
+  const Imported in = read_accelerate(y);
+  const YAML::Node& root = y.root();
+  AccelerateLaunchConfig c;
+  c.num_processes = in.num_processes;
+  c.num_machines = in.num_machines;
+  c.cpu = in.cpu;
+  c.sharding = in.sharding;
+  if (c.sharding == "zero3" || c.sharding == "HYBRID_SHARD") {
+    throw SpecError(y.where(root["distributed_type"], "distributed_type"),
+                    "the Accelerator runs ZeRO-1/2, FULL_SHARD and SHARD_GRAD_OP; '" + c.sharding +
+                        "' is not available (use FULL_SHARD for ZeRO-3)");
+  }
+  c.mixed_precision = in.precision.empty() ? "no" : in.precision;
+  c.grad_accum = in.grad_accum;
+  if (const auto r = y.integer(root, "machine_rank", "machine_rank", 0, 1 << 16)) {
+    c.machine_rank = static_cast<int>(*r);
+  }
+  c.main_process_ip = y.scalar(root, "main_process_ip", "main_process_ip");
+  if (const auto p = y.integer(root, "main_process_port", "main_process_port", 0, 65535)) {
+    c.main_process_port = static_cast<int>(*p);
+  }
+  const YAML::Node fsdp = root["fsdp_config"];
+  if (fsdp.IsMap()) {
+    const YAML::Node cls = fsdp["fsdp_transformer_layer_cls_to_wrap"];
+    const std::string path = "fsdp_config.fsdp_transformer_layer_cls_to_wrap";
+    auto add = [&c](const std::string& text) {
+      std::stringstream parts(text);
+      std::string name;
+      while (std::getline(parts, name, ',')) {
+        name.erase(0, name.find_first_not_of(' '));
+        name.erase(name.find_last_not_of(' ') + 1);
+        if (!name.empty()) c.fsdp_wrap_cls.push_back(name);
+      }
+    };
+    if (cls.IsSequence()) {
+      for (const auto& item : cls) {
+        if (!item.IsScalar()) throw SpecError(y.where(item, path), "expected a class name");
+        add(item.Scalar());
+      }
+    } else if (const auto text = y.scalar(fsdp, "fsdp_transformer_layer_cls_to_wrap", path)) {
+      add(*text);
+    }
+    if (const auto n = y.integer(fsdp, "fsdp_min_num_params", "fsdp_config.fsdp_min_num_params", 0,
+                                 std::int64_t{1} << 50)) {
+      c.fsdp_min_num_params = *n;
+    }
+  }
+  return c;
+}
+
 nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options) {
   return build_scenario(read_deepspeed(json_file, read_json_file(json_file)), options, json_file);
 }

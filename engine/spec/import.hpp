@@ -10,7 +10,9 @@
 // nodes and gpus_per_node are overridden the same way; a DeepSpeed config with no process count
 // and no train_batch_size to derive it from uses all GPUs of the chosen cluster.
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -34,5 +36,25 @@ struct ImportOptions {
 nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options);
 /// DeepSpeed's ds_config.json → scenario JSON (validated).
 nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options);
+
+/// What `stratagem launch --config_file` takes from an accelerate config: the job's shape and
+/// the strategy the Accelerator in each process applies (no model or cluster involved). The
+/// same reader as import_accelerate, so both accept and reject the same files.
+struct AccelerateLaunchConfig {
+  std::optional<int> num_processes;
+  std::optional<int> num_machines;
+  std::optional<int> machine_rank;
+  std::optional<std::string> main_process_ip;
+  std::optional<int> main_process_port;
+  bool cpu = false;
+  std::string sharding = "none";  ///< parse_sharding names: none, zero1, FULL_SHARD, ...
+  std::string mixed_precision = "no";
+  std::optional<int> grad_accum;
+  /// fsdp_config.fsdp_transformer_layer_cls_to_wrap (comma-separated or a list).
+  std::vector<std::string> fsdp_wrap_cls;
+  /// fsdp_config.fsdp_min_num_params (SIZE_BASED_WRAP); 0 = not set.
+  std::int64_t fsdp_min_num_params = 0;
+};
+AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_file);
 
 }  // namespace stratagem::spec

@@ -1,0 +1,275 @@
+// The Accelerator's process side (environment, device, communicator, print/gather/reduce)
+// and the training step around the user's backward and optimizer. State is in state.cpp,
+// trace and export in report.cpp, the strategies in data_parallel.cpp.
+#include "engine/accelerate/accelerator.hpp"
+
+#include <exception>
+
+#include <ATen/ATen.h>
+
+#include "engine/accelerate/data_parallel.hpp"
+#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/runtime/torch_compat.hpp"
+#include "engine/spec/error.hpp"
+
+namespace stratagem::accelerate {
+
+namespace {
+
+c10::Device pick_device(const AcceleratorOptions& o, const runtime::DistEnv& env) {
+  if (o.cpu || !torch::cuda::is_available()) return c10::Device(c10::kCPU);
+  const int count = static_cast<int>(torch::cuda::device_count());
+  return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % count));
+}
+
+}  // namespace
+
+// ---- AcceleratedOptimizer, AccumulateGuard -------------------------------------------------
+
+AcceleratedOptimizer::AcceleratedOptimizer(Accelerator& acc,
+                                           std::shared_ptr<torch::optim::Optimizer> user)
+    : torch::optim::Optimizer(user->param_groups(), user->defaults().clone()),
+      acc_(acc),
+      user_(std::move(user)) {}
+
+at::Tensor AcceleratedOptimizer::step(LossClosure closure) {
+  if (closure) throw SpecError("optimizer", "step(closure) is not supported by the Accelerator");
+  // The learning rates live in this wrapper's groups (schedulers change them here).
+  for (std::size_t g = 0; g < param_groups_.size(); ++g) {
+    user_->param_groups()[g].options().set_lr(param_groups_[g].options().get_lr());
+  }
+  acc_.optimizer_step();
+  return {};
+}
+
+void AcceleratedOptimizer::zero_grad() {
+  acc_.optimizer_zero_grad();
+}
+
+torch::optim::Optimizer& AcceleratedOptimizer::inner() {
+  return acc_.dp_->stepping_optimizer();
+}
+
+AccumulateGuard::AccumulateGuard(Accelerator& acc) : acc_(acc) {
+  acc_.begin_micro_step();
+}
+
+AccumulateGuard::~AccumulateGuard() = default;
+
+// ---- Accelerator -------------------------------------------------------------------------
+
+Accelerator::Accelerator(AcceleratorOptions options)
+    : options_(std::move(options)),
+      env_(runtime::read_dist_env()),
+      device_(pick_device(options_, env_)) {
+  if (options_.gradient_accumulation_steps < 1) {
+    throw SpecError("gradient_accumulation_steps", "must be >= 1");
+  }
+  if (env_.world_size == 1) {
+    comm_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
+  } else {
+    comm_ = runtime::make_communicator(env_, device_.is_cuda() ? "nccl" : "gloo", options_.timeout);
+  }
+  if (options_.mixed_precision == spec::Precision::fp16) {
+    scaler_ = std::make_unique<runtime::DynamicLossScaler>(options_.loss_scale);
+  }
+  mark_s_ = tracer_.now();
+}
+
+Accelerator::~Accelerator() {
+  set_autocast(false);
+  // The store lives on rank 0: let everyone finish before it goes. Not while unwinding (a
+  // failing rank must exit, and the launcher then ends the others).
+  if (std::uncaught_exceptions() == 0 && comm_ && env_.world_size > 1) {
+    try {
+      comm_->barrier(runtime::GroupSpec{});
+    } catch (const std::exception&) {
+      // The job is ending anyway; the launcher reports who failed.
+    }
+  }
+}
+
+void Accelerator::prepare_model(torch::nn::Module& module,
+                                std::shared_ptr<torch::optim::Optimizer> optimizer,
+                                const std::string& name) {
+  if (dp_) throw SpecError("prepare", "one model per Accelerator");
+  if (!optimizer) throw SpecError("prepare", "the optimizer is null");
+  if (options_.pipeline_stages > 1) {
+    throw SpecError("STRATAGEM_PIPELINE_STAGES",
+                    "a pipeline needs a torch::nn::Sequential; use prepare_pipeline()");
+  }
+  module.to(device_);  // set_data: the optimizer's parameter handles stay valid
+  model_ = &module;
+  model_name_ = name;
+  dp_ = std::make_unique<DataParallel>(module, optimizer, *comm_, tracer_, options_, device_);
+  optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
+  tracer_.memory(dp_->memory());
+  set_autocast(true);
+  mark_s_ = tracer_.now();
+}
+
+void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
+                                         std::shared_ptr<torch::optim::Optimizer> optimizer) {
+  if (dp_) throw SpecError("prepare", "one model per Accelerator");
+  if (options_.pipeline_stages != env_.world_size) {
+    throw SpecError("STRATAGEM_PIPELINE_STAGES",
+                    std::to_string(options_.pipeline_stages) + " stages, but the job has " +
+                        std::to_string(env_.world_size) +
+                        " processes (one stage per process; no data parallelism across "
+                        "pipelines here)");
+  }
+  if (options_.mixed_precision == spec::Precision::fp16) {
+    throw SpecError("STRATAGEM_MIXED_PRECISION",
+                    "fp16 loss scaling is not available with a "
+                    "pipeline here; use bf16 or no");
+  }
+  if (options_.sharding != spec::Sharding::none) {
+    throw SpecError("STRATAGEM_SHARDING", "a pipeline runs without ZeRO/FSDP sharding here");
+  }
+  pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
+  // The stage's gradients need no data-parallel sync: its buffers live on a one-process world.
+  solo_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
+  stage_options_ = options_;
+  model_ = model.ptr().get();
+  model_name_ = model->name();
+  dp_ = std::make_unique<DataParallel>(*pipeline_->stage_module(), optimizer, *solo_, tracer_,
+                                       stage_options_, device_);
+  optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
+  tracer_.memory(dp_->memory());
+  mark_s_ = tracer_.now();
+}
+
+double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target,
+                                const LossFn& loss_fn) {
+  if (!pipeline_) throw SpecError("train_batch", "call prepare_pipeline() first");
+  sync_ = true;
+  ++micro_step_;
+  if (loader_) samples_per_step_ += loader_->local_batch_size();
+  const double loss = pipeline_->run(data, target, loss_fn, *dp_);
+  step_loss_ += loss;
+  mark_s_ = tracer_.now();
+  return loss;
+}
+
+void Accelerator::prepare_data_loader(DataLoaderBase& loader) {
+  loader.shard(env_.rank, env_.world_size, options_.split_batches);
+  loader_ = &loader;
+}
+
+void Accelerator::set_autocast(bool on) {
+  std::optional<at::ScalarType> dtype;
+  if (on && options_.mixed_precision == spec::Precision::bf16 &&
+      (device_.is_cuda() || runtime::compat::cpu_bf16_autocast_works())) {
+    dtype = at::kBFloat16;
+  }
+  // fp16 autocast exists on CUDA only in LibTorch 1.13 (and bf16 on a CPU is unusable there,
+  // see torch_compat.hpp): on a CPU they are emulated in the gradients (data_parallel.cpp,
+  // rounded through the 16-bit type before they are communicated) with an fp32 forward.
+  if (on && options_.mixed_precision == spec::Precision::fp16 && device_.is_cuda()) {
+    dtype = at::kHalf;
+  }
+  if (!on && options_.mixed_precision == spec::Precision::no) return;
+  runtime::compat::set_autocast(device_.type(), dtype);
+}
+
+void Accelerator::begin_micro_step() {
+  mark_s_ = tracer_.now();
+}
+
+bool Accelerator::sync_gradients() const {
+  return (micro_step_ + 1) % options_.gradient_accumulation_steps == 0;
+}
+
+double Accelerator::loss_scale() const {
+  return scaler_ ? scaler_->scale() : 1.0;
+}
+
+void Accelerator::backward(const at::Tensor& loss) {
+  if (!dp_) throw SpecError("backward", "call prepare() before backward()");
+  if (pipeline_) throw SpecError("backward", "a pipeline trains with train_batch()");
+  const double forward_end = tracer_.now();
+  tracer_.add(result::SpanKind::forward, plan::Stream::compute, mark_s_, forward_end);
+  sync_ = sync_gradients();
+  ++micro_step_;
+  step_loss_ += loss.detach().to(at::kDouble).item<double>();
+  if (loader_) samples_per_step_ += loader_->local_batch_size();
+  at::Tensor l = loss;
+  const int accum = options_.gradient_accumulation_steps;
+  if (accum > 1) l = l / accum;
+  if (scaler_) l = l * scaler_->scale();
+  set_autocast(false);
+  dp_->before_backward(sync_);
+  const int span = tracer_.begin(result::SpanKind::backward, plan::Stream::compute);
+  l.backward();
+  tracer_.end(span);
+  dp_->after_backward();
+  set_autocast(true);
+  mark_s_ = tracer_.now();
+}
+
+void Accelerator::optimizer_step() {
+  if (!sync_) return;  // accumulating
+  set_autocast(false);
+  skipped_ = false;
+  if (scaler_) {
+    const double scale = scaler_->scale();
+    const bool overflow = dp_->found_inf();
+    scaler_->update(overflow);
+    if (overflow) {
+      skipped_ = true;
+      dp_->skip_step();
+    } else {
+      dp_->scale_grads(1.0 / scale);
+    }
+  }
+  if (!skipped_) dp_->step();
+  ++optimizer_steps_;
+  losses_.push_back(step_loss_ / options_.gradient_accumulation_steps);
+  step_loss_ = 0;
+  tracer_.end_step();
+  set_autocast(true);
+  mark_s_ = tracer_.now();
+}
+
+void Accelerator::optimizer_zero_grad() {
+  if (!sync_) return;  // keep accumulating
+  dp_->zero_grad();
+}
+
+void Accelerator::wait_for_everyone() {
+  comm_->barrier(runtime::GroupSpec{});
+}
+
+at::Tensor Accelerator::gather(const at::Tensor& tensor) {
+  at::Tensor t = tensor.detach().to(device_).contiguous();
+  if (t.dim() == 0) t = t.reshape({1});
+  // Shapes must agree: compare each process's against the largest and smallest.
+  std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
+  at::Tensor dims = at::tensor(shape, at::kLong).to(device_);
+  at::Tensor hi = dims.clone(), lo = dims.neg();
+  comm_->all_reduce(hi, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+  comm_->all_reduce(lo, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+  if (!at::equal(hi, lo.neg())) {
+    throw SpecError("gather", "the tensors' shapes differ between processes");
+  }
+  at::Tensor out = at::empty({t.numel() * env_.world_size}, t.options());
+  comm_->all_gather(out, t.reshape({-1}), runtime::GroupSpec{})->wait();
+  shape[0] *= env_.world_size;
+  return out.reshape(shape);
+}
+
+at::Tensor Accelerator::reduce(const at::Tensor& tensor, const std::string& op) {
+  if (op != "sum" && op != "mean" && op != "max") {
+    throw SpecError("reduce", "expected \"sum\", \"mean\" or \"max\", got \"" + op + "\"");
+  }
+  at::Tensor t = tensor.detach().to(device_).contiguous().clone();
+  if (op == "mean" && !t.is_floating_point()) t = t.to(at::kFloat);
+  comm_
+      ->all_reduce(t, runtime::GroupSpec{},
+                   op == "max" ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
+      ->wait();
+  if (op == "mean") t.div_(env_.world_size);
+  return t;
+}
+
+}  // namespace stratagem::accelerate

@@ -1,0 +1,55 @@
+#pragma once
+// How an Accelerator trains: the strategy, precision and accumulation that `stratagem launch`
+// passes down as STRATAGEM_* variables (from its flags or an accelerate YAML), overridable in
+// code:
+//
+//   auto options = stratagem::accelerate::AcceleratorOptions::from_env();
+//   options.mixed_precision = stratagem::spec::Precision::bf16;
+//   stratagem::accelerate::Accelerator acc(options);
+//
+// Variables (all optional): STRATAGEM_SHARDING (ddp | zero1 | zero2 | FULL_SHARD |
+// SHARD_GRAD_OP), STRATAGEM_MIXED_PRECISION (no | fp16 | bf16), STRATAGEM_CPU (1),
+// STRATAGEM_GRADIENT_ACCUMULATION_STEPS, STRATAGEM_BUCKET_MB, STRATAGEM_FSDP_WRAP_CLS
+// (comma-separated type names), STRATAGEM_FSDP_MIN_NUM_PARAMS, STRATAGEM_SPLIT_BATCHES (1),
+// STRATAGEM_SEED, STRATAGEM_TIMEOUT (seconds), STRATAGEM_PIPELINE_STAGES,
+// STRATAGEM_PIPELINE_SCHEDULE (gpipe | 1f1b), STRATAGEM_PIPELINE_MICRO_BATCHES.
+// A bad value throws SpecError naming the variable.
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/spec/strategy.hpp"
+
+namespace stratagem::accelerate {
+
+struct AcceleratorOptions {
+  spec::Sharding sharding = spec::Sharding::none;  ///< none = DDP (NO_SHARD)
+  spec::Precision mixed_precision = spec::Precision::no;
+  spec::LossScaleSpec loss_scale;  ///< fp16 dynamic loss scaling (DeepSpeed's defaults)
+  bool cpu = false;                ///< CPU and Gloo even when a GPU is present
+  int gradient_accumulation_steps = 1;
+  double bucket_mb = 25;  ///< DDP / ZeRO gradient bucket size (PyTorch's bucket_cap_mb)
+  /// FSDP wrap policy: every submodule whose type name (the class name, as in
+  /// fsdp_transformer_layer_cls_to_wrap) is listed becomes a unit; else, with
+  /// fsdp_min_num_params > 0, every submodule of at least that many parameters whose children
+  /// are all smaller (size-based wrap); parameters in no unit form the root unit.
+  std::vector<std::string> fsdp_wrap_cls;
+  std::int64_t fsdp_min_num_params = 0;
+  /// The data loader's batch size is the global one, split over the processes (accelerate's
+  /// split_batches); else each process takes a whole batch (global = batch × processes).
+  bool split_batches = false;
+  std::uint64_t seed = 42;  ///< data shuffling (the same on every process)
+  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  int pipeline_stages = 1;  ///< > 1: prepare() splits a torch::nn::Sequential over processes
+  spec::Schedule pipeline_schedule = spec::Schedule::one_f_one_b;
+  int pipeline_micro_batches = 0;  ///< 0: as many as stages
+
+  /// The options `stratagem launch` set for this process (defaults where unset).
+  static AcceleratorOptions from_env();
+  /// The same from a given variable map (tests).
+  static AcceleratorOptions from_vars(const std::map<std::string, std::string>& vars);
+};
+
+}  // namespace stratagem::accelerate

@@ -1,0 +1,63 @@
+#pragma once
+// Pipeline parallelism for a torch::nn::Sequential, like DeepSpeed's PipelineModule: the
+// layers are split into as many contiguous stages as processes, balanced by parameter count;
+// each process keeps its stage (the other stages' parameters are freed), and a batch is cut
+// into micro-batches that flow through the stages with send/recv, in a GPipe (all forwards,
+// then all backwards) or 1F1B (warm-up forwards, then one forward one backward) schedule.
+// Activations travel with a small header (rank, shape, dtype), so stages need not know each
+// other's shapes. Gradients accumulate over the micro-batches in the stage's flat buffers;
+// the loss of each micro-batch is divided by their number, so a step equals one over the
+// whole batch. Data parallelism across pipelines is not combined with it here (dp = 1).
+#include <functional>
+#include <vector>
+
+#include <torch/nn/modules/container/sequential.h>
+
+#include "engine/accelerate/options.hpp"
+#include "engine/accelerate/trace.hpp"
+#include "engine/runtime/communicator.hpp"
+
+namespace stratagem::accelerate {
+
+class DataParallel;
+
+using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
+
+class Pipeline {
+ public:
+  /// Splits `model` over the communicator's processes (SpecError when there are more
+  /// processes than layers) and frees the parameters of the other stages.
+  Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tracer& tracer,
+           const AcceleratorOptions& options, c10::Device device);
+
+  int stage() const { return stage_; }
+  int stages() const { return stages_; }
+  /// This process's layers [begin, end) of the Sequential, as a Sequential sharing them.
+  torch::nn::Sequential& stage_module() { return stage_module_; }
+  std::pair<int, int> layers() const { return {begin_, end_}; }
+
+  /// Forward and backward of every micro-batch of (data, target); gradients accumulate into
+  /// `dp`'s buffers. Returns the batch's mean loss, on every process.
+  double run(const at::Tensor& data, const at::Tensor& target, const LossFn& loss_fn,
+             DataParallel& dp);
+
+ private:
+  void forward(int mb, int micro_batches, const std::vector<at::Tensor>& data,
+               const std::vector<at::Tensor>& target, const LossFn& loss_fn);
+  void backward(int mb);
+  std::uint32_t tag(int mb, int kind) const;
+
+  torch::nn::Sequential model_, stage_module_;
+  runtime::Communicator& comm_;
+  Tracer& tracer_;
+  const AcceleratorOptions& options_;
+  c10::Device device_;
+  int stage_ = 0, stages_ = 1, begin_ = 0, end_ = 0;
+  std::int64_t step_ = 0;
+  std::vector<at::Tensor> inputs_, outputs_;
+  std::vector<runtime::WorkPtr> sends_;
+  std::vector<at::Tensor> keep_;  ///< tensors being sent
+  double loss_sum_ = 0;
+};
+
+}  // namespace stratagem::accelerate

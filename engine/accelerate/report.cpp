@@ -1,0 +1,188 @@
+// trace() and export_scenario(): a user's run as the RunResult the rest of Stratagem reads,
+// and the model's measured shape as a scenario the simulator runs on any cluster.
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include <ATen/ATen.h>
+
+#include "engine/accelerate/accelerator.hpp"
+#include "engine/accelerate/data_parallel.hpp"
+#include "engine/spec/error.hpp"
+
+namespace stratagem::accelerate {
+
+namespace {
+
+// The scenario format's quick-form model needs at least this many parameters.
+constexpr double kMinQuickFormParams = 1e3;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Every process's string, on every process (lengths first, then padded bytes).
+std::vector<std::string> all_gather_strings(runtime::Communicator& comm, const c10::Device& device,
+                                            const std::string& mine) {
+  const int world = comm.world_size();
+  at::Tensor len = at::tensor({static_cast<std::int64_t>(mine.size())}, at::kLong).to(device);
+  at::Tensor lens = at::empty({world}, len.options());
+  comm.all_gather(lens, len, runtime::GroupSpec{})->wait();
+  lens = lens.cpu();
+  std::int64_t longest = 0;
+  for (int r = 0; r < world; ++r) longest = std::max(longest, lens[r].item<std::int64_t>());
+  at::Tensor buf = at::zeros({longest}, at::kByte);
+  std::memcpy(buf.data_ptr(), mine.data(), mine.size());
+  buf = buf.to(device);
+  at::Tensor all = at::empty({longest * world}, buf.options());
+  comm.all_gather(all, buf, runtime::GroupSpec{})->wait();
+  all = all.cpu();
+  std::vector<std::string> out;
+  const char* p = static_cast<const char*>(all.data_ptr());
+  for (int r = 0; r < world; ++r) {
+    out.emplace_back(p + r * longest, static_cast<std::size_t>(lens[r].item<std::int64_t>()));
+  }
+  return out;
+}
+
+}  // namespace
+
+spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
+  double params = 0;
+  int units = 0;
+  if (model_) {
+    for (const auto& p : model_->parameters()) params += static_cast<double>(p.numel());
+    units = std::max<int>(1, static_cast<int>(dp_ ? dp_->groups().size() : 1));
+    if (dp_ && !dp_->sharded())
+      units = std::max<int>(1, static_cast<int>(model_->children().size()));
+  }
+  std::int64_t local_batch = loader_ ? loader_->local_batch_size() : 1;
+  int accum = options_.gradient_accumulation_steps;
+  if (pipeline_) {  // micro-batches of the pipeline are its accumulation steps
+    accum =
+        options_.pipeline_micro_batches > 0 ? options_.pipeline_micro_batches : pipeline_->stages();
+    local_batch = std::max<std::int64_t>(1, local_batch / accum);
+  }
+  int nodes = 1, per_node = env_.local_world_size;
+  std::string cluster = device_.is_cuda() ? "dgx-a100-80gb" : "laptop-cpu";
+  std::int64_t seq_len = 1;
+  if (where) {
+    cluster = where->cluster;
+    nodes = where->nodes;
+    per_node = where->gpus_per_node;
+    seq_len = where->seq_len;
+  } else {
+    nodes = std::max(1, env_.world_size / std::max(1, env_.local_world_size));
+  }
+  const int processes = nodes * per_node;
+  const int pp = pipeline_ ? std::min(pipeline_->stages(), processes) : 1;
+  const int dp = std::max(1, processes / pp);
+  if (pipeline_) units = std::max<int>(pp, static_cast<int>(model_->children().size()));
+  std::ostringstream about;
+  about << "Measured by stratagem::accelerate::Accelerator on " << env_.world_size
+        << " process(es) (" << (device_.is_cuda() ? "CUDA" : "CPU")
+        << "): " << static_cast<std::int64_t>(params) << " parameters in " << units
+        << " unit(s), micro-batch " << local_batch << " per process";
+  const auto times = tracer_.step_times();
+  if (!times.empty()) about << ", median step " << std::setprecision(4) << median(times) << " s";
+  about << ". The model is written in the quick form (parameters and units; FLOPs follow the "
+           "6·N per sample convention)";
+  if (params < kMinQuickFormParams) about << "; parameters raised to the format's minimum of 1000";
+  about << ".";
+  std::string sharding = spec::to_string(options_.sharding);
+  nlohmann::json j = {
+      {"name", where && !where->name.empty() ? where->name : model_name_ + " (measured)"},
+      {"description", about.str()},
+      {"model",
+       {{"name", model_name_.empty() ? "model" : model_name_},
+        {"params", std::max(params, kMinQuickFormParams)},
+        {"layers", units}}},
+      {"cluster", {{"preset", cluster}, {"nodes", nodes}, {"gpus_per_node", per_node}}},
+      {"strategy",
+       {{"dp", dp},
+        {"pp", pp},
+        {"micro_batch_size", local_batch},
+        {"grad_accum", accum},
+        {"sharding", sharding},
+        {"mixed_precision", spec::to_string(options_.mixed_precision)}}},
+      {"training",
+       {{"seq_len", seq_len}, {"global_batch", local_batch * accum * dp}, {"steps", 1}}}};
+  return spec::parse_scenario(j, "export_scenario");
+}
+
+result::RunResult Accelerator::trace() {
+  result::RunResult r;
+  r.scenario = scenario(nullptr);
+  r.executor = "real";
+  r.hardware = device_.is_cuda() ? "cuda (accelerate)" : "cpu (accelerate)";
+  double step_time = 0;
+  result::RankResult mine = tracer_.last_step(env_.rank, &step_time);
+  mine.node = env_.node_rank;
+  // Each process's rank as a one-rank document; the main process's parser reads them back.
+  result::RunResult one = r;
+  one.ranks = {mine};
+  const auto texts = all_gather_strings(*comm_, device_, result::to_json(one).dump());
+  for (int k = 0; k < env_.world_size; ++k) {
+    result::RunResult other =
+        result::result_from_json(nlohmann::json::parse(texts[k]), "rank " + std::to_string(k));
+    r.ranks.push_back(other.ranks.at(0));
+  }
+  // Step time: the median over steps after the first (warm-up), the slowest process's; the
+  // spans are the last step's. Losses: the mean over processes of each step's.
+  auto times = tracer_.step_times();
+  if (times.size() > 1) times.erase(times.begin());
+  if (!times.empty()) step_time = median(times);
+  at::Tensor t = at::tensor({step_time}, at::kDouble).to(device_);
+  comm_->all_reduce(t, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+  r.metrics.step_time_s = t.cpu().item<double>();
+  if (!losses_.empty()) {
+    at::Tensor l = at::tensor(losses_, at::kDouble).to(device_);
+    comm_->all_reduce(l, runtime::GroupSpec{}, runtime::ReduceOp::sum)->wait();
+    l = l.cpu() / env_.world_size;
+    for (std::int64_t i = 0; i < l.numel(); ++i) r.metrics.losses.push_back(l[i].item<double>());
+  }
+  if (r.metrics.step_time_s > 0) {
+    r.metrics.samples_per_s =
+        static_cast<double>(r.scenario.training.global_batch) / r.metrics.step_time_s;
+    r.metrics.tokens_per_s =
+        r.metrics.samples_per_s * static_cast<double>(r.scenario.training.seq_len);
+  }
+  // Communication not hidden behind compute on the main process: collective time outside
+  // every compute span.
+  const auto& spans = r.ranks.front().spans;
+  double exposed = 0;
+  for (const auto& s : spans) {
+    if (!result::is_collective(s.kind)) continue;
+    double covered = 0;
+    for (const auto& c : spans) {
+      if (!result::is_compute(c.kind)) continue;
+      covered += std::max(0.0, std::min(s.end_s, c.end_s) - std::max(s.start_s, c.start_s));
+    }
+    exposed += std::max(0.0, (s.end_s - s.start_s) - covered);
+  }
+  r.metrics.exposed_comm_s = exposed;
+  return r;
+}
+
+void Accelerator::save_trace(const std::string& path) {
+  const result::RunResult r = trace();
+  if (is_main_process()) result::save_result(r, path);
+  wait_for_everyone();
+}
+
+void Accelerator::export_scenario(const std::string& path, const ExportOptions& options) {
+  const spec::Scenario s = scenario(&options);
+  if (is_main_process()) {
+    std::ofstream out(path);
+    if (!out) throw RuntimeError("cannot write " + path);
+    out << spec::to_json(s).dump(2) << "\n";
+  }
+  wait_for_everyone();
+}
+
+}  // namespace stratagem::accelerate

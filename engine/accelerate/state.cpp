@@ -1,0 +1,157 @@
+// save_state / load_state: the Accelerator's checkpoints in the runtime's crash-safe format
+// (engine/runtime/checkpoint_io.hpp): DIR/checkpoint-<optimizer steps>/rank-<r>.ckpt, then
+// manifest.json. Each process saves what it owns: full parameters under DDP, its shards under
+// ZeRO/FSDP, its optimizer's state (torch::serialize archive), plus the loss scaler, the CPU
+// RNG and the data position.
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <torch/serialize.h>
+
+#include "engine/accelerate/accelerator.hpp"
+#include "engine/accelerate/data_parallel.hpp"
+#include "engine/runtime/checkpoint_io.hpp"
+#include "engine/spec/error.hpp"
+
+namespace stratagem::accelerate {
+
+namespace fs = std::filesystem;
+namespace ckpt = runtime::ckpt;
+
+namespace {
+
+constexpr const char* kFormat = "stratagem-accelerate-state";
+constexpr int kVersion = 1;
+constexpr const char* kPrefix = "checkpoint-";
+
+at::Tensor bytes_tensor(const std::string& s) {
+  at::Tensor t = at::empty({static_cast<std::int64_t>(s.size())}, at::kByte);
+  if (!s.empty()) std::memcpy(t.data_ptr(), s.data(), s.size());
+  return t;
+}
+
+std::string tensor_bytes(const at::Tensor& t) {
+  return std::string(static_cast<const char*>(t.data_ptr()), static_cast<std::size_t>(t.numel()));
+}
+
+}  // namespace
+
+void Accelerator::save_state(const std::string& dir) {
+  if (!dp_) throw SpecError("save_state", "call prepare() first");
+  const int rank = env_.rank, world = env_.world_size;
+  const std::string sdir = (fs::path(dir) / (kPrefix + std::to_string(optimizer_steps_))).string();
+  std::error_code ec;
+  fs::create_directories(sdir, ec);
+  if (ec) throw RuntimeError("cannot create " + sdir + ": " + ec.message());
+
+  auto tensors = dp_->state_tensors();
+  {
+    torch::serialize::OutputArchive archive;
+    dp_->stepping_optimizer().save(archive);
+    std::ostringstream os;
+    archive.save_to(os);
+    tensors.emplace_back("optimizer", bytes_tensor(os.str()));
+  }
+  tensors.emplace_back("cpu_rng_state", at::detail::getDefaultCPUGenerator().get_state());
+  nlohmann::json scaler = nullptr;
+  if (scaler_) {
+    const auto& s = scaler_->state();
+    scaler = {{"scale", s.scale},
+              {"iteration", s.iteration},
+              {"last_overflow_iteration", s.last_overflow_iteration},
+              {"hysteresis_left", s.hysteresis_left}};
+  }
+  nlohmann::json data = nullptr;
+  if (loader_) {
+    data = {{"epoch", loader_->position().epoch}, {"batch", loader_->position().batch}};
+  }
+  nlohmann::json header = {{"format", kFormat},
+                           {"version", kVersion},
+                           {"rank", rank},
+                           {"world", world},
+                           {"sharding", spec::to_string(options_.sharding)},
+                           {"optimizer_steps", optimizer_steps_},
+                           {"micro_steps", micro_step_},
+                           {"loss_scaler", scaler},
+                           {"data", data}};
+  std::uint64_t sum = 0;
+  const std::string bytes = ckpt::encode_rank_file(std::move(header), tensors, &sum);
+  ckpt::write_atomically((fs::path(sdir) / ("rank-" + std::to_string(rank) + ".ckpt")).string(),
+                         bytes);
+  const nlohmann::json manifest = {{"format", kFormat},
+                                   {"version", kVersion},
+                                   {"world", world},
+                                   {"sharding", spec::to_string(options_.sharding)},
+                                   {"optimizer_steps", optimizer_steps_},
+                                   {"model", model_name_}};
+  ckpt::write_manifest(*comm_, sdir, "rank-%d.ckpt", bytes.size(), sum, env_.local_rank == 0,
+                       manifest, device_);
+}
+
+void Accelerator::load_state(const std::string& dir) {
+  if (!dp_) throw SpecError("load_state", "call prepare() first");
+  const int world = env_.world_size;
+  const std::int64_t step = ckpt::latest_complete(dir, kPrefix);
+  at::Tensor agree =
+      at::tensor({static_cast<double>(step), -static_cast<double>(step)}, at::kDouble).to(device_);
+  comm_->all_reduce(agree, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+  agree = agree.cpu();
+  if (agree[0].item<double>() != -agree[1].item<double>()) {
+    throw RuntimeError("processes see different newest checkpoints in " + dir +
+                       " (is the directory shared by all machines?)");
+  }
+  if (step < 0) throw SpecError("load_state", "no complete checkpoint in " + dir);
+  const std::string sdir = (fs::path(dir) / (kPrefix + std::to_string(step))).string();
+  const auto manifest =
+      nlohmann::json::parse(ckpt::read_file((fs::path(sdir) / "manifest.json").string()));
+  if (manifest.at("world").get<int>() != world) {
+    throw SpecError("load_state", sdir + " was written by " +
+                                      std::to_string(manifest.at("world").get<int>()) +
+                                      " processes, this job has " + std::to_string(world));
+  }
+  if (manifest.at("sharding").get<std::string>() != spec::to_string(options_.sharding)) {
+    throw SpecError("load_state", sdir + " was written with sharding " +
+                                      manifest.at("sharding").get<std::string>() +
+                                      ", this job runs " + spec::to_string(options_.sharding));
+  }
+  const ckpt::RankFile f = ckpt::parse_rank_file(
+      (fs::path(sdir) / ("rank-" + std::to_string(env_.rank) + ".ckpt")).string());
+  {
+    at::NoGradGuard no_grad;
+    for (auto& [name, t] : dp_->state_tensors()) f.copy_into(name, t);
+  }
+  {
+    const std::string blob = tensor_bytes(f.tensor("optimizer", at::kByte));
+    torch::serialize::InputArchive archive;
+    archive.load_from(blob.data(), blob.size());
+    dp_->stepping_optimizer().load(archive);
+  }
+  {
+    at::Tensor rng = at::detail::getDefaultCPUGenerator().get_state();
+    f.copy_into("cpu_rng_state", rng);
+    at::Generator gen = at::detail::getDefaultCPUGenerator();
+    gen.set_state(rng);
+  }
+  optimizer_steps_ = f.header.at("optimizer_steps").get<std::int64_t>();
+  micro_step_ = f.header.at("micro_steps").get<std::int64_t>();
+  if (scaler_ && !f.header.at("loss_scaler").is_null()) {
+    const auto& js = f.header.at("loss_scaler");
+    runtime::DynamicLossScaler::State s;
+    s.scale = js.at("scale").get<double>();
+    s.iteration = js.at("iteration").get<std::int64_t>();
+    s.last_overflow_iteration = js.at("last_overflow_iteration").get<std::int64_t>();
+    s.hysteresis_left = js.at("hysteresis_left").get<int>();
+    scaler_->restore(s);
+  }
+  if (loader_ && !f.header.at("data").is_null()) {
+    loader_->set_position({f.header.at("data").at("epoch").get<std::int64_t>(),
+                           f.header.at("data").at("batch").get<std::int64_t>()});
+  }
+  dp_->after_load();
+  dp_->zero_grad();
+}
+
+}  // namespace stratagem::accelerate
