@@ -70,18 +70,19 @@ int run(const Options& o) {
     return 0;
   }
   const auto& gpu = base.cluster.gpu;
+  const double peak_flops = gpu.peak(spec::compute_dtype(base.strategy.precision));
+  // Whole TFLOP/s for GPUs (as before); a calibrated CPU's GFLOP/s.
+  const std::string peak =
+      peak_flops >= 1e12 ? fmt("%.0f TFLOP/s", peak_flops / 1e12) : fmt_flops(peak_flops);
   std::printf("%s: %s on %d × %s (%d node%s), global batch %lld × %lld tokens (simulated)\n",
               base.name.c_str(), base.model.name.c_str(), base.cluster.world_size(),
               gpu.name.c_str(), base.cluster.nodes, base.cluster.nodes > 1 ? "s" : "",
               static_cast<long long>(base.training.global_batch),
               static_cast<long long>(base.training.seq_len));
   print_table(stdout, rows);
-  std::printf(
-      "MFU divides by %s peak %.0f TFLOP/s per GPU; peak mem is the largest rank's, "
-      "capacity %s.\n",
-      spec::to_string(spec::compute_dtype(base.strategy.precision)),
-      gpu.peak(spec::compute_dtype(base.strategy.precision)) / 1e12,
-      fmt_gib(gpu.memory_bytes).c_str());
+  std::printf("MFU divides by %s peak %s per GPU; peak mem is the largest rank's, capacity %s.\n",
+              spec::to_string(spec::compute_dtype(base.strategy.precision)), peak.c_str(),
+              fmt_gib(gpu.memory_bytes).c_str());
   return 0;
 }
 
