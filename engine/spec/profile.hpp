@@ -144,7 +144,8 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p);
 /// Replaces the scenario's hardware with the profile's: the GPU becomes the profiled device,
 /// the intra-node link the profiled p2p α/β (inter-node too on a one-node cluster), and
 /// collectives inside a node use the profiled α/β per operation plus the overlap slow-down.
-/// Node count and devices per node stay the scenario's. Re-validates the scenario.
+/// Node count and devices per node stay the scenario's; without a network section (a
+/// one-process profile) so do its links. Re-validates the scenario.
 void apply_profile(Scenario& scenario, const HardwareProfile& profile);
 
 }  // namespace stratagem::spec
