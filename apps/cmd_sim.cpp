@@ -7,6 +7,7 @@
 #include <map>
 
 #include "apps/command.hpp"
+#include "apps/format.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/result/export.hpp"
 #include "engine/result/result.hpp"
@@ -103,8 +104,8 @@ int run_sim(const SimArgs& a) {
   std::printf("  step time        %.4f s\n", m.step_time_s);
   std::printf("  samples/s        %.2f\n", m.samples_per_s);
   std::printf("  tokens/s         %.0f\n", m.tokens_per_s);
-  std::printf("  MFU              %.1f %% of %.1f TFLOP/s %s per GPU\n", 100.0 * m.mfu,
-              m.peak_flops.flops_per_s / units::kTera, spec::to_string(m.peak_flops.dtype));
+  std::printf("  MFU              %.1f %% of %s %s per GPU\n", 100.0 * m.mfu,
+              fmt_flops(m.peak_flops.flops_per_s).c_str(), spec::to_string(m.peak_flops.dtype));
   std::printf("  bubble fraction  %.4f\n", m.bubble_fraction);
   std::printf("  exposed comm     %.2f ms per rank (of %.2f ms communicating: %.0f %% hidden)\n",
               m.exposed_comm_s * 1e3, m.comm_s * 1e3,

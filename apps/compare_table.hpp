@@ -69,12 +69,13 @@ class CompareTable {
                 static_cast<long long>(base.training.global_batch),
                 static_cast<long long>(base.training.seq_len), how.c_str());
     print_table(stdout, rows_);
-    std::printf(
-        "MFU divides by %s peak %.3g TFLOP/s per device; peak mem is the largest rank's, "
-        "capacity %s.\n",
-        spec::to_string(spec::compute_dtype(base.strategy.precision)),
-        gpu.peak(spec::compute_dtype(base.strategy.precision)) / 1e12,
-        fmt_gib(gpu.memory_bytes).c_str());
+    const double peak_flops = gpu.peak(spec::compute_dtype(base.strategy.precision));
+    // Whole TFLOP/s for GPUs; a CPU's GFLOP/s.
+    const std::string peak =
+        peak_flops >= 1e12 ? fmt("%.0f TFLOP/s", peak_flops / 1e12) : fmt_flops(peak_flops);
+    std::printf("MFU divides by %s peak %s per device; peak mem is the largest rank's, capacity %s.\n",
+                spec::to_string(spec::compute_dtype(base.strategy.precision)), peak.c_str(),
+                fmt_gib(gpu.memory_bytes).c_str());
   }
 
  private:

@@ -24,6 +24,12 @@ inline std::string fmt_gib(double bytes) {
   return fmt("%.2f GiB", bytes / (1024.0 * 1024 * 1024));
 }
 
+/// FLOP/s as "312.0 TFLOP/s", or "43.3 GFLOP/s" below a TFLOP/s (calibrated CPUs).
+inline std::string fmt_flops(double flops_per_s) {
+  if (flops_per_s >= 1e12) return fmt("%.1f TFLOP/s", flops_per_s / 1e12);
+  return fmt("%.1f GFLOP/s", flops_per_s / 1e9);
+}
+
 inline std::string fmt_rate(double v) {
   if (v >= 1e6) return fmt("%.3gM", v / 1e6);
   if (v >= 1e3) return fmt("%.3gk", v / 1e3);

@@ -402,8 +402,9 @@ class Calibration {
     ov.comm_slowdown_during_compute =
         std::max(0.0, ov.comm_with_compute_s / std::max(ov.comm_alone_s, 1e-12) - 1);
     std::ostringstream line;
-    line << "overlap: compute " << ov.comm_compute_slowdown << "x slower during communication, "
-         << "communication " << ov.comm_slowdown_during_compute << "x slower during compute";
+    line << "overlap: compute +" << 100 * ov.comm_compute_slowdown
+         << " % time during communication, communication +" << 100 * ov.comm_slowdown_during_compute
+         << " % time during compute";
     say(line.str());
     return ov;
   }

@@ -1,5 +1,8 @@
 #include "engine/spec/cluster.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
 #include "engine/spec/presets.hpp"
@@ -38,6 +41,17 @@ units::FlopsPerS GpuSpec::peak(DType d) const {
   return peak_fp32;
 }
 
+double EfficiencyCurve::at(double d) const {
+  if (table.empty()) return max * d / (d + half_dim);
+  if (d <= table.front().first) return table.front().second;
+  if (d >= table.back().first) return table.back().second;
+  const auto hi = std::lower_bound(table.begin(), table.end(), d,
+                                   [](const auto& point, double v) { return point.first < v; });
+  const auto lo = hi - 1;
+  const double f = std::log(d / lo->first) / std::log(hi->first / lo->first);
+  return lo->second + f * (hi->second - lo->second);
+}
+
 const EfficiencyCurve& GpuSpec::efficiency(DType d) const {
   const auto it = matmul_efficiency_by_dtype.find(d);
   return it != matmul_efficiency_by_dtype.end() ? it->second : matmul_efficiency;
@@ -52,12 +66,38 @@ EfficiencyCurve parse_curve(const nlohmann::json& object, const std::string& pat
   ObjectReader e(object, path);
   curve.max = e.number_or("max", curve.max, 0.01, 1.0);
   curve.half_dim = e.number_or("half_dim", curve.half_dim, 0, 1e6);
+  if (const nlohmann::json* table = e.find("table")) {
+    const std::string at = e.child_path("table");
+    if (!table->is_array()) throw SpecError(at, "expected an array of [dim, efficiency] pairs");
+    curve.table.clear();
+    for (std::size_t i = 0; i < table->size(); ++i) {
+      const auto& pair = (*table)[i];
+      const std::string where = at + "[" + std::to_string(i) + "]";
+      if (!pair.is_array() || pair.size() != 2 || !pair[0].is_number() || !pair[1].is_number()) {
+        throw SpecError(where, "expected [dim, efficiency]");
+      }
+      const double d = pair[0].get<double>(), eff = pair[1].get<double>();
+      if (!(d > 0) || !(eff > 0) || eff > 100) {
+        throw SpecError(where, "needs dim > 0 and 0 < efficiency <= 100");
+      }
+      if (!curve.table.empty() && d <= curve.table.back().first) {
+        throw SpecError(where, "dims must increase");
+      }
+      curve.table.emplace_back(d, eff);
+    }
+  }
   e.finish();
   return curve;
 }
 
 nlohmann::json curve_json(const EfficiencyCurve& c) {
-  return {{"max", c.max}, {"half_dim", c.half_dim}};
+  nlohmann::json j = {{"max", c.max}, {"half_dim", c.half_dim}};
+  if (!c.table.empty()) {
+    nlohmann::json t = nlohmann::json::array();
+    for (const auto& [d, e] : c.table) t.push_back({d, e});
+    j["table"] = std::move(t);
+  }
+  return j;
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -20,10 +22,14 @@ double dtype_bytes(DType d);
 
 /// How far a matrix multiply gets from the peak: efficiency(d) = max · d / (d + half_dim),
 /// where d is the smallest of the GEMM's m, n, k. Small GEMMs are launch- and tile-bound.
+/// A measured curve (a hardware profile's GEMM points) replaces the formula: `table` holds
+/// (d, efficiency) pairs by increasing d, interpolated linearly in log d and held constant
+/// beyond its ends.
 struct EfficiencyCurve {
   double max = 0.8;
   double half_dim = 128;
-  double at(double smallest_dim) const { return max * smallest_dim / (smallest_dim + half_dim); }
+  std::vector<std::pair<double, double>> table;
+  double at(double smallest_dim) const;
 };
 
 struct GpuSpec {

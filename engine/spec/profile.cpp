@@ -1,5 +1,6 @@
 #include "engine/spec/profile.hpp"
 
+#include <algorithm>
 #include <fstream>
 
 #include "engine/spec/error.hpp"
@@ -155,6 +156,22 @@ OverlapProfile parse_overlap(const nlohmann::json& object, const std::string& pa
 
 }  // namespace
 
+EfficiencyCurve matmul_curve(const MatmulProfile& m) {
+  EfficiencyCurve c{1.0, m.half_dim, {}};
+  // Rates by smallest dimension, averaged where shapes share it.
+  std::map<double, std::pair<double, int>> by_dim;
+  for (const auto& p : m.points) {
+    auto& [sum, count] = by_dim[std::min({p.m, p.n, p.k})];
+    sum += p.flops_per_s;
+    ++count;
+  }
+  if (by_dim.size() < 2 || !(m.peak > 0)) return c;
+  for (const auto& [d, sc] : by_dim) {
+    c.table.emplace_back(d, std::clamp(sc.first / sc.second / m.peak, 1e-6, 100.0));
+  }
+  return c;
+}
+
 HardwareProfile parse_profile(const nlohmann::json& doc, const std::string& source) {
   try {
     ObjectReader r(doc, "");
@@ -253,12 +270,12 @@ GpuSpec profile_gpu(const HardwareProfile& p) {
   g.name = p.name;
   g.memory_bytes = p.device.memory_bytes;
   const MatmulProfile& fp32 = p.device.matmul.at(DType::fp32);
-  g.matmul_efficiency = {1.0, fp32.half_dim};
+  g.matmul_efficiency = matmul_curve(fp32);
   auto set = [&](DType t, units::FlopsPerS& peak) {
     const auto it = p.device.matmul.find(t);
     const MatmulProfile& mm = it != p.device.matmul.end() ? it->second : fp32;
     peak = std::min(mm.peak, kMaxRate);
-    g.matmul_efficiency_by_dtype[t] = {1.0, mm.half_dim};
+    g.matmul_efficiency_by_dtype[t] = matmul_curve(mm);
   };
   set(DType::fp32, g.peak_fp32);
   set(DType::tf32, g.peak_tf32);

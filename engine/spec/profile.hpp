@@ -5,8 +5,8 @@
 // engine/runtime/calibrate.hpp.
 //
 // Format ("format": "stratagem-profile", "version": 1; units as the scenario files: _us, _GBps,
-// _tflops, _GiB). Keys marked * are required; points are kept for inspection and ignored when
-// loading.
+// _tflops, _GiB). Keys marked * are required. Matmul points set the simulator's efficiency
+// curve; the other points are kept for inspection.
 //   name, machine {cpu_model, nproc, memory_GiB, hostname, device, backend, processes,
 //                  threads_per_process, date, stratagem_version, torch_version, duration_s,
 //                  quick, load_average}                                  (metadata)
@@ -19,11 +19,12 @@
 //              {alpha_us*, busbw_GBps*, rms_rel_error, points [{bytes, us}]}}
 //   overlap {comm_compute_slowdown*, compute_alone_us, compute_with_comm_us,
 //            comm_alone_us, comm_with_compute_us, comm_slowdown_during_compute}
-// Meaning: a GEMM whose smallest dimension is d runs at peak·d/(d + half_dim) FLOP/s; a
-// memory-bound kernel moving B bytes takes kernel_launch_us + B / elementwise bandwidth; a
-// collective on the measured group of `processes` ranks with an S-byte buffer (nccl-tests'
-// size) takes alpha + bus_factor(op, n)·S / busbw (comm_op.hpp); sendrecv is one p2p message
-// (alpha + S / busbw); compute runs 1 + comm_compute_slowdown times slower while
+// Meaning: a GEMM whose smallest dimension is d runs at the rate measured for d (points,
+// interpolated in log d between them, see matmul_curve) or, without points, at
+// peak·d/(d + half_dim) FLOP/s; a memory-bound kernel moving B bytes takes kernel_launch_us + B /
+// elementwise bandwidth; a collective on the measured group of `processes` ranks with an S-byte
+// buffer (nccl-tests' size) takes alpha + bus_factor(op, n)·S / busbw (comm_op.hpp); sendrecv is
+// one p2p message (alpha + S / busbw); compute runs 1 + comm_compute_slowdown times slower while
 // communication is in flight on its rank. All rates are per process with every process of
 // the profile running at once.
 #include <map>
@@ -129,8 +130,13 @@ nlohmann::json to_json(const HardwareProfile& p);
 /// Writes the profile (pretty-printed); RuntimeError when the file cannot be written.
 void save_profile(const HardwareProfile& p, const std::string& file);
 
+/// The simulator's efficiency curve for a measured dtype: with two or more distinct smallest
+/// dimensions among the points, a table of measured rate / peak interpolated in log d (what
+/// the device really did at each size: CPUs are not monotonic in d); otherwise the fitted
+/// peak·d/(d + half_dim).
+EfficiencyCurve matmul_curve(const MatmulProfile& m);
 /// The profile's device as the simulator's GPU description: per-dtype peaks and efficiency
-/// curves (max 1), element-wise bandwidth as `hbm_bandwidth`, the fitted launch cost.
+/// curves (matmul_curve), element-wise bandwidth as `hbm_bandwidth`, the fitted launch cost.
 GpuSpec profile_gpu(const HardwareProfile& p);
 /// The profile's network and overlap as the simulator's calibration (nullopt without network).
 std::optional<CommCalibration> profile_calibration(const HardwareProfile& p);
@@ -138,7 +144,8 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p);
 /// Replaces the scenario's hardware with the profile's: the GPU becomes the profiled device,
 /// the intra-node link the profiled p2p α/β (inter-node too on a one-node cluster), and
 /// collectives inside a node use the profiled α/β per operation plus the overlap slow-down.
-/// Node count and devices per node stay the scenario's. Re-validates the scenario.
+/// Node count and devices per node stay the scenario's; without a network section (a
+/// one-process profile) so do its links. Re-validates the scenario.
 void apply_profile(Scenario& scenario, const HardwareProfile& profile);
 
 }  // namespace stratagem::spec

@@ -2,6 +2,7 @@
 // scenario, the calibrated network's closed forms, and `sim/compare/search --profile`.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 
 #include "engine/plan/builder.hpp"
@@ -145,6 +146,39 @@ TEST(Profile, BecomesTheScenariosHardware) {
   sim::CostOptions o;
   o.comm_compute_slowdown = 0.0;
   EXPECT_EQ(sim::make_cost_models(s, o).comm_compute_slowdown, 0.0);
+}
+
+TEST(Profile, MeasuredMatmulPointsBecomeTheEfficiencyTable) {
+  auto p = sample_profile();
+  // A CPU-like curve: fast at 64 (in cache), slower at 128, best at 1024.
+  p.device.matmul[DType::fp32].points = {{64, 64, 64, 40e9},
+                                         {128, 128, 128, 20e9},
+                                         {1024, 1024, 1024, 50e9},
+                                         {128, 512, 128, 30e9}};  // same d = 128: averaged
+  const auto curve = spec::matmul_curve(p.device.matmul[DType::fp32]);
+  ASSERT_EQ(curve.table.size(), 3u);
+  EXPECT_DOUBLE_EQ(curve.at(64), 0.8);
+  EXPECT_DOUBLE_EQ(curve.at(128), 0.5);
+  EXPECT_DOUBLE_EQ(curve.at(16), 0.8);                          // held below the first point
+  EXPECT_DOUBLE_EQ(curve.at(4096), 1.0);                        // and above the last
+  EXPECT_NEAR(curve.at(std::sqrt(64.0 * 128.0)), 0.65, 1e-12);  // halfway in log d
+  EXPECT_NEAR(curve.at(std::pow(2.0, 7 + 3.0 * 2 / 3)), 0.5 + 0.5 * 2 / 3, 1e-12);
+  // The scenario's GPU carries it, and it survives the scenario's JSON round trip.
+  auto s = spec::load_scenario("default");
+  spec::apply_profile(s, p);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.efficiency(DType::fp32).at(128), 0.5);
+  EXPECT_DOUBLE_EQ(s.cluster.gpu.efficiency(DType::bf16).at(200), 200.0 / 600);  // no points
+  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  EXPECT_EQ(again.cluster.gpu.efficiency(DType::fp32).table, curve.table);
+  // A bad table names itself.
+  auto j = spec::to_json(s);
+  j["cluster"]["gpu"]["matmul_efficiency_by_dtype"]["fp32"]["table"] = {{128, 0.5}, {64, 0.8}};
+  try {
+    spec::parse_scenario(j, "bad");
+    FAIL() << "decreasing table accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "cluster.gpu.matmul_efficiency_by_dtype.fp32.table[1]");
+  }
 }
 
 TEST(Profile, CalibratedNetworkClosedForms) {
