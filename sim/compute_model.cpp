@@ -41,4 +41,43 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   return compute_s + memory_s + op.kernels * gpu_.kernel_launch_s;
 }
 
+units::Seconds MeasuredUnitsModel::duration(const plan::Compute& op) const {
+  if (op.on_host) return fallback_.duration(op);
+  const auto& m = units_;
+  auto sum = [&](bool forward) {
+    double t = 0;
+    for (int u = op.unit_begin; u < op.unit_end; ++u) {
+      if (u == 0) {
+        t += forward ? m.embedding_forward : m.embedding_backward;
+      } else if (u == head_unit_) {
+        t += forward ? m.head_forward : m.head_backward;
+      } else {
+        t += forward ? m.block_forward : m.block_backward;
+      }
+    }
+    return t;
+  };
+  switch (op.phase) {
+    case plan::Phase::forward:
+      return sum(true);
+    case plan::Phase::backward:
+      return sum(false);
+    case plan::Phase::recompute: {
+      // A full recompute reruns the block's forward; selective only the attention core.
+      const plan::Compute full = [&] {
+        plan::Compute c = op;
+        c.phase = plan::Phase::forward;
+        return c;
+      }();
+      const double roof_full = fallback_.duration(full), roof = fallback_.duration(op);
+      return roof_full > 0 ? sum(true) * std::min(1.0, roof / roof_full) : roof;
+    }
+    case plan::Phase::optimizer:
+      if (m.optimizer_per_param > 0 && op.params > 0) return op.params * m.optimizer_per_param;
+      return fallback_.duration(op);
+    default:
+      return fallback_.duration(op);
+  }
+}
+
 }  // namespace stratagem::sim

@@ -40,4 +40,21 @@ class RooflineModel final : public ComputeModel {
   HostSpec host_;
 };
 
+/// Measured unit times where a profile has them for the scenario's shape
+/// (spec::MeasuredUnits): forward and backward ops cost the sum of their units' measured times
+/// (0 embedding, 1..L blocks, `head_unit` head), a full recompute its blocks' forwards, the
+/// optimizer its parameters times the measured time per parameter; everything else, and ops
+/// on the host, fall back to the roofline.
+class MeasuredUnitsModel final : public ComputeModel {
+ public:
+  MeasuredUnitsModel(spec::MeasuredUnits units, int head_unit, RooflineModel fallback)
+      : units_(std::move(units)), head_unit_(head_unit), fallback_(std::move(fallback)) {}
+  units::Seconds duration(const plan::Compute& op) const override;
+
+ private:
+  spec::MeasuredUnits units_;
+  int head_unit_;
+  RooflineModel fallback_;
+};
+
 }  // namespace stratagem::sim

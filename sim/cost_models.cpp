@@ -1,16 +1,31 @@
 #include "sim/cost_models.hpp"
 
+#include <algorithm>
+
+#include "engine/spec/profile.hpp"
+
 namespace stratagem::sim {
 
 CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options) {
   const auto& c = s.cluster;
   CostModels m;
-  m.compute = std::make_shared<RooflineModel>(c.gpu, default_host(c.gpus_per_node));
+  RooflineModel roofline(c.gpu, default_host(c.gpus_per_node));
+  const std::string key = spec::unit_shape_key(s);
+  const auto measured = std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),
+                                     [&](const spec::MeasuredUnits& u) { return u.shape == key; });
+  if (measured != c.gpu.measured_units.end()) {
+    m.compute = std::make_shared<MeasuredUnitsModel>(
+        *measured, static_cast<int>(s.model.layers) + 1, std::move(roofline));
+  } else {
+    m.compute = std::make_shared<RooflineModel>(std::move(roofline));
+  }
   AlphaBetaNetwork links(c.intra_node, c.inter_node, options.algorithm);
   if (c.calibration) {
     m.network = std::make_shared<CalibratedNetwork>(*c.calibration, links);
     m.comm_compute_slowdown =
         options.comm_compute_slowdown.value_or(c.calibration->comm_compute_slowdown);
+    m.compute_comm_slowdown = c.calibration->compute_comm_slowdown;
+    m.serial_collectives = c.calibration->serial_collectives;
     m.profile = "profile " + c.calibration->profile;
   } else {
     m.network = std::make_shared<AlphaBetaNetwork>(links);

@@ -17,6 +17,10 @@ struct CostModels {
   /// Compute on a rank runs 1 + this times slower while a collective or p2p transfer is in
   /// flight on that rank (SM and memory contention of communication kernels). 0: no effect.
   double comm_compute_slowdown = 0;
+  /// The reverse: a transfer runs 1 + this times slower while any rank it involves computes.
+  double compute_comm_slowdown = 0;
+  /// A rank's collectives (gather and collective streams) run one at a time in issue order.
+  bool serial_collectives = false;
   std::string profile;  ///< hardware profile name recorded in results
 };
 

@@ -7,6 +7,7 @@ namespace stratagem::sim {
 void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) {
   for (auto& l : link_flows_) l.clear();
   link_flows_.resize(static_cast<std::size_t>(links));
+  link_factor_.assign(static_cast<std::size_t>(links), 1.0);
   free_.clear();
   for (int i = static_cast<int>(flows_.size()) - 1; i >= 0; --i) {
     flows_[i].active = false;
@@ -18,9 +19,30 @@ void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) 
 }
 
 double FlowNetwork::share(const Flow& f) const {
-  std::size_t most = 1;
-  for (int l : f.links) most = std::max(most, link_flows_[l].size());
-  return 1.0 / static_cast<double>(most);
+  double rate = 1.0;
+  for (int l : f.links) {
+    rate = std::min(rate, link_factor_[l] / static_cast<double>(std::max<std::size_t>(
+                                                1, link_flows_[l].size())));
+  }
+  return rate;
+}
+
+void FlowNetwork::set_link_factor(double now_s, int link, double factor) {
+  if (link_factor_[link] == factor) return;
+  link_factor_[link] = factor;
+  ++stamp_;
+  for (int g_id : link_flows_[link]) {
+    Flow& g = flows_[g_id];
+    if (g.stamp == stamp_) continue;
+    g.stamp = stamp_;
+    const double rate = share(g);
+    if (rate == g.rate) continue;
+    g.remaining_s = std::max(0.0, g.remaining_s - g.rate * (now_s - g.last_s));
+    g.last_s = now_s;
+    g.rate = rate;
+    ++g.version;
+    queue_->push(now_s + g.remaining_s / g.rate, event_kind_, g_id, g.version);
+  }
 }
 
 int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, int owner) {

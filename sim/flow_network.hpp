@@ -29,6 +29,9 @@ class FlowNetwork {
   int active() const { return active_; }
   /// The rate (fraction of full bandwidth) a flow currently runs at.
   double rate(int flow) const { return flows_[flow].rate; }
+  /// Scales what `link` can carry (1: full; 0.5: half, e.g. while its rank computes on the
+  /// cores or SMs communication also needs); the flows on it are re-rated.
+  void set_link_factor(double now_s, int link, double factor);
 
  private:
   struct Flow {
@@ -47,6 +50,7 @@ class FlowNetwork {
   std::vector<Flow> flows_;
   std::vector<int> free_;
   std::vector<std::vector<int>> link_flows_;
+  std::vector<double> link_factor_;
   EventQueue* queue_ = nullptr;
   std::uint32_t event_kind_ = 0;
   std::uint32_t stamp_ = 0;

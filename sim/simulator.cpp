@@ -1,6 +1,7 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 #include "engine/result/metrics.hpp"
 #include "engine/spec/error.hpp"
@@ -33,6 +34,8 @@ class Run {
   void start_op(plan::OpId id, double now);
   void end_op(plan::OpId id, double now);
   void apply_effects(const plan::Op& op, bool at_end, double now);
+  /// Scales the bandwidth of every link of `rank` (compute slowing its communication).
+  void set_rank_link_factor(int rank, double factor, double now);
   void comm_activity(int rank, int delta, double now);
   void start_activity(int a, double now);
   void begin_phase(int a, double now);
@@ -99,11 +102,23 @@ void Run::build_indices() {
   }
   // FIFO streams: each op also waits for the previous op on its stream.
   const int world = static_cast<int>(plan_.ranks.size());
+  // With serial collectives (a backend that runs a rank's collectives one at a time in issue
+  // order, like our Gloo communicator) the gather and collective streams form one queue.
+  std::vector<plan::OpId> merged;
   auto for_stream_edges = [&](auto&& fn) {
     for (int r = 0; r < world; ++r) {
       for (int s = 0; s < plan::kStreamCount; ++s) {
-        if (static_cast<plan::Stream>(s) == plan::Stream::p2p) continue;
+        const auto stream = static_cast<plan::Stream>(s);
+        if (stream == plan::Stream::p2p) continue;
+        if (models_.serial_collectives && stream == plan::Stream::gather) continue;
         const auto& list = plan_.ranks[r].streams[s];
+        if (models_.serial_collectives && stream == plan::Stream::collective) {
+          const auto& g = plan_.ranks[r].streams[static_cast<int>(plan::Stream::gather)];
+          merged.clear();
+          std::merge(list.begin(), list.end(), g.begin(), g.end(), std::back_inserter(merged));
+          for (std::size_t k = 1; k < merged.size(); ++k) fn(merged[k - 1], merged[k]);
+          continue;
+        }
         for (std::size_t k = 1; k < list.size(); ++k) fn(list[k - 1], list[k]);
       }
     }
@@ -259,13 +274,21 @@ void Run::start_op(plan::OpId id, double now) {
     if (comm_active_[op.rank] > 0) rate_[id] = 1.0 / (1.0 + models_.comm_compute_slowdown);
     running_compute_[op.rank].push_back(id);
   }
+  if (models_.compute_comm_slowdown > 0 && !c.on_host) {
+    set_rank_link_factor(op.rank, 1.0 / (1.0 + models_.compute_comm_slowdown), now);
+  }
   queue_.push(now + work_s_[id] / rate_[id], kComputeDone, id, ++version_[id]);
+}
+
+void Run::set_rank_link_factor(int rank, double factor, double now) {
+  for (int l = 0; l < kLinksPerRank; ++l) flows_.set_link_factor(now, rank * kLinksPerRank + l, factor);
 }
 
 void Run::end_op(plan::OpId id, double now) {
   const plan::Op& op = plan_.ops[id];
   apply_effects(op, true, now);
-  if (std::holds_alternative<plan::Compute>(op.payload)) {
+  if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
+    if (models_.compute_comm_slowdown > 0 && !c->on_host) set_rank_link_factor(op.rank, 1.0, now);
     if (models_.comm_compute_slowdown > 0) {
       auto& running = running_compute_[op.rank];
       running.erase(std::find(running.begin(), running.end(), id));

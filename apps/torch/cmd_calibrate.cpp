@@ -27,7 +27,7 @@ struct CalibrateArgs {
   std::string output;
   bool quick = false;
   std::string name;
-  std::string scenario;
+  std::vector<std::string> scenarios;
   std::string backend;
   double timeout_s = 300;
   runtime::LaunchOptions launch;
@@ -49,7 +49,7 @@ std::vector<std::string> rank_argv(const CalibrateArgs& a) {
                                 backend_of(a), "--timeout", exact(a.timeout_s)};
   if (a.quick) v.push_back("--quick");
   if (!a.name.empty()) v.insert(v.end(), {"--name", a.name});
-  if (!a.scenario.empty()) v.insert(v.end(), {"--scenario", a.scenario});
+  for (const auto& sc : a.scenarios) v.insert(v.end(), {"--scenario", sc});
   return v;
 }
 
@@ -66,7 +66,11 @@ int run_rank(const CalibrateArgs& a) {
                  : c10::Device(c10::kCPU);
   if (o.device.is_cpu())
     runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
-  if (!a.scenario.empty()) o.extra_gemms = runtime::model_gemms(spec::load_scenario(a.scenario));
+  for (const auto& sc : a.scenarios) {
+    const spec::Scenario s = spec::load_scenario(sc);
+    for (const auto& g : runtime::model_gemms(s)) o.extra_gemms.push_back(g);
+    o.unit_scenarios.push_back(s);
+  }
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
   auto comm = runtime::make_communicator(env, backend, timeout);
   const bool printer = env.rank == 0;
@@ -94,7 +98,7 @@ int run_rank(const CalibrateArgs& a) {
 int run(CalibrateArgs& a) {
   if (!a.processes_given && started_as_rank()) return run_rank(a);
   (void)backend_of(a);
-  if (!a.scenario.empty()) (void)spec::load_scenario(a.scenario);
+  for (const auto& sc : a.scenarios) (void)spec::load_scenario(sc);
   return launch_self(a.launch, rank_argv(a));
 }
 
@@ -113,8 +117,9 @@ Registration reg{
        sub.add_option("-o,--out", a->output, "Profile to write (JSON)")->required();
        sub.add_flag("--quick", a->quick, "Fewer, shorter measurements (a few seconds; for tests)");
        sub.add_option("--name", a->name, "Profile name (default: device, processes, backend)");
-       sub.add_option("--scenario", a->scenario,
-                      "Also measure the GEMM shapes of this scenario's model and micro-batch");
+       sub.add_option("--scenario", a->scenarios,
+                      "Also measure this scenario's GEMM shapes and time its model's units "
+                      "(embedding, block, head, optimizer) at its micro-batch; repeatable");
        sub.add_option("--backend", a->backend,
                       "gloo or nccl (default: nccl with a GPU, else gloo)");
        sub.add_option("--timeout", a->timeout_s, "Seconds an operation may take (default 300)");

@@ -581,6 +581,7 @@ class Builder {
     c.kernels = 4;
     c.dtype = spec::DType::fp32;
     c.on_host = st.offload_optimizer == spec::Offload::cpu;
+    c.params = psi;
     return c;
   }
 

@@ -83,6 +83,7 @@ struct Compute {
   int kernels = 1;      ///< kernel launches (launch overhead)
   spec::DType dtype = spec::DType::fp32;
   bool on_host = false;  ///< runs on the CPU (optimizer offload)
+  double params = 0;     ///< optimizer: parameters it updates on this rank
 };
 
 struct Collective {

@@ -17,6 +17,7 @@
 
 #include "engine/runtime/commbench.hpp"
 #include "engine/runtime/device_bench.hpp"
+#include "engine/runtime/unit_timing.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fit.hpp"
 #include "engine/spec/units.hpp"
@@ -126,6 +127,14 @@ class Calibration {
     p.machine = machine();
     p.name = o_.name.empty() ? default_name(p.machine) : o_.name;
     p.device = device();
+    for (const auto& s : o_.unit_scenarios) {
+      const std::string key = spec::unit_shape_key(s);
+      const auto& have = p.device.units;
+      if (std::any_of(have.begin(), have.end(), [&](const auto& u) { return u.shape == key; })) {
+        continue;
+      }
+      p.device.units.push_back(units_of(s));
+    }
     if (n_ >= 2) {
       p.network = network();
       p.overlap = overlap(*p.network);
@@ -141,6 +150,22 @@ class Calibration {
     if (log_) log_(line);
   }
   double mean(double v) { return reduce_scalar(comm_, v, ReduceOp::sum, o_.device) / n_; }
+
+  // The scenario's units timed on every rank at once (the mean over ranks).
+  spec::MeasuredUnits units_of(const spec::Scenario& s) {
+    comm_.barrier({});
+    spec::MeasuredUnits m = measure_units(s, o_.device, o_.quick ? 2 : 7);
+    for (double* v : {&m.embedding_forward, &m.embedding_backward, &m.block_forward,
+                      &m.block_backward, &m.head_forward, &m.head_backward,
+                      &m.optimizer_per_param}) {
+      *v = mean(*v);
+    }
+    say("units " + m.shape + ": block forward " + std::to_string(m.block_forward * 1e3) +
+        " ms, backward " + std::to_string(m.block_backward * 1e3) + " ms; head " +
+        std::to_string(m.head_forward * 1e3) + " / " + std::to_string(m.head_backward * 1e3) +
+        " ms; optimizer " + std::to_string(m.optimizer_per_param * 1e9) + " ns/param");
+    return m;
+  }
   double max(double v) { return reduce_scalar(comm_, v, ReduceOp::max, o_.device); }
 
   static std::string default_name(const spec::ProfileMachine& m) {

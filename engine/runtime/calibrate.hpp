@@ -32,6 +32,8 @@ struct CalibrateOptions {
   bool quick = false;                  ///< fewer and shorter measurements (tests: a few seconds)
   std::string name;                    ///< profile name; empty: "<device> x<processes> (<backend>)"
   std::vector<GemmShape> extra_gemms;  ///< measured too (the scenario's shapes)
+  /// Scenarios whose model units are timed at their micro-batch (spec::MeasuredUnits).
+  std::vector<spec::Scenario> unit_scenarios;
   c10::Device device = c10::Device(c10::kCPU);
   int local_processes = 1;  ///< processes sharing this machine (memory share)
   std::string stratagem_version;

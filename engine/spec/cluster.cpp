@@ -102,6 +102,43 @@ nlohmann::json curve_json(const EfficiencyCurve& c) {
 
 }  // namespace
 
+std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list,
+                                                const std::string& path) {
+  if (!list.is_array()) throw SpecError(path, "expected an array");
+  std::vector<MeasuredUnits> out;
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    ObjectReader r(list[i], path + "[" + std::to_string(i) + "]");
+    MeasuredUnits m;
+    m.shape = r.string("shape");
+    auto us = [&](const char* key) { return units::us_to_s(r.number(key, 0, 1e12)); };
+    m.embedding_forward = us("embedding_forward_us");
+    m.embedding_backward = us("embedding_backward_us");
+    m.block_forward = us("block_forward_us");
+    m.block_backward = us("block_backward_us");
+    m.head_forward = us("head_forward_us");
+    m.head_backward = us("head_backward_us");
+    m.optimizer_per_param = r.number_or("optimizer_ns_per_param", 0, 0, 1e9) * 1e-9;
+    r.finish();
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+nlohmann::json measured_units_json(const std::vector<MeasuredUnits>& list) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& m : list) {
+    out.push_back({{"shape", m.shape},
+                   {"embedding_forward_us", m.embedding_forward / units::kMicro},
+                   {"embedding_backward_us", m.embedding_backward / units::kMicro},
+                   {"block_forward_us", m.block_forward / units::kMicro},
+                   {"block_backward_us", m.block_backward / units::kMicro},
+                   {"head_forward_us", m.head_forward / units::kMicro},
+                   {"head_backward_us", m.head_backward / units::kMicro},
+                   {"optimizer_ns_per_param", m.optimizer_per_param * 1e9}});
+  }
+  return out;
+}
+
 GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
   r.allow({"preset", "description", "source"});
@@ -134,6 +171,9 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
     b.finish();
   }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
+  if (const nlohmann::json* mu = r.find("measured_units")) {
+    g.measured_units = parse_measured_units(*mu, r.child_path("measured_units"));
+  }
   r.finish();
   return g;
 }
@@ -156,6 +196,8 @@ CommCalibration parse_calibration(const nlohmann::json& object, const std::strin
   c.profile = r.string_or("profile", "");
   c.processes = static_cast<int>(r.integer("processes", 2, 1 << 20));
   c.comm_compute_slowdown = r.number_or("comm_compute_slowdown", 0.0, 0, 1e3);
+  c.compute_comm_slowdown = r.number_or("compute_comm_slowdown", 0.0, 0, 1e3);
+  c.serial_collectives = r.boolean_or("serial_collectives", false);
   for (int i = 0; i < kCommOpCount; ++i) {
     const char* name = to_string(static_cast<CommOp>(i));
     const nlohmann::json* op = r.find(name);
@@ -214,6 +256,7 @@ nlohmann::json to_json(const GpuSpec& g) {
     nlohmann::json& by = j["matmul_efficiency_by_dtype"] = nlohmann::json::object();
     for (const auto& [d, c] : g.matmul_efficiency_by_dtype) by[to_string(d)] = curve_json(c);
   }
+  if (!g.measured_units.empty()) j["measured_units"] = measured_units_json(g.measured_units);
   return j;
 }
 
@@ -232,7 +275,9 @@ nlohmann::json to_json(const ClusterSpec& c) {
     const CommCalibration& cal = *c.calibration;
     nlohmann::json k = {{"profile", cal.profile},
                         {"processes", cal.processes},
-                        {"comm_compute_slowdown", cal.comm_compute_slowdown}};
+                        {"comm_compute_slowdown", cal.comm_compute_slowdown},
+                        {"compute_comm_slowdown", cal.compute_comm_slowdown},
+                        {"serial_collectives", cal.serial_collectives}};
     for (int i = 0; i < kCommOpCount; ++i) {
       k[to_string(static_cast<CommOp>(i))] = {
           {"alpha_us", cal.ops[i].alpha_s / units::kMicro},

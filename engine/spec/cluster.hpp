@@ -32,6 +32,19 @@ struct EfficiencyCurve {
   double at(double smallest_dim) const;
 };
 
+/// Measured times of one model's units on this device at one micro-batch shape (`stratagem
+/// calibrate --scenario`): one forward and one backward of the embedding, of one transformer
+/// block and of the head, and the optimizer's update per parameter, with every process of the
+/// profile running at once. The simulator uses them for compute ops of a scenario whose
+/// `unit_shape_key` (profile.hpp) equals `shape`; other ops keep the roofline.
+struct MeasuredUnits {
+  std::string shape;
+  units::Seconds embedding_forward = 0, embedding_backward = 0;
+  units::Seconds block_forward = 0, block_backward = 0;
+  units::Seconds head_forward = 0, head_backward = 0;
+  units::Seconds optimizer_per_param = 0;  ///< 0: not measured
+};
+
 struct GpuSpec {
   std::string name;
   units::Bytes memory_bytes = 0;
@@ -45,6 +58,7 @@ struct GpuSpec {
   /// bf16 GEMMs saturate at other sizes than its fp32 ones). Empty for the presets.
   std::map<DType, EfficiencyCurve> matmul_efficiency_by_dtype;
   units::Seconds kernel_launch_s = 5e-6;
+  std::vector<MeasuredUnits> measured_units;  ///< from a profile; empty for the presets
   units::FlopsPerS peak(DType d) const;
   const EfficiencyCurve& efficiency(DType d) const;
 };
@@ -72,6 +86,12 @@ struct CommCalibration {
   std::array<MeasuredComm, kCommOpCount> ops{};  ///< indexed by CommOp; sendrecv = one p2p message
   /// Compute runs 1 + this times slower while communication is in flight on its rank.
   double comm_compute_slowdown = 0;
+  /// Communication runs 1 + this times slower while compute runs on a rank it involves (CPU
+  /// cores or GPU SMs shared by both).
+  double compute_comm_slowdown = 0;
+  /// The backend runs a rank's collectives one at a time in issue order (Gloo here): the
+  /// simulator then queues parameter gathers behind gradient reduce-scatters.
+  bool serial_collectives = false;
   const MeasuredComm& at(CommOp op) const { return ops[static_cast<int>(op)]; }
 };
 
@@ -85,6 +105,10 @@ struct ClusterSpec {
   std::optional<CommCalibration> calibration;  ///< from a hardware profile (apply_profile)
   int world_size() const { return nodes * gpus_per_node; }
 };
+
+/// The "measured_units" list of a GPU object or a profile's device (keys in microseconds).
+std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list, const std::string& path);
+nlohmann::json measured_units_json(const std::vector<MeasuredUnits>& list);
 
 /// Parses a GPU object (merged with its preset).
 GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path);

@@ -115,6 +115,9 @@ DeviceProfile parse_device(const nlohmann::json& object, const std::string& path
   d.elementwise.rms_rel_error = e.number_or("rms_rel_error", 0, 0, 1e9);
   d.elementwise.points = parse_size_points(e);
   e.finish();
+  if (const nlohmann::json* mu = r.find("units")) {
+    d.units = parse_measured_units(*mu, r.child_path("units"));
+  }
   r.finish();
   return d;
 }
@@ -234,6 +237,7 @@ nlohmann::json to_json(const HardwareProfile& p) {
                              {"launch_us", ew.launch_s / units::kMicro},
                              {"rms_rel_error", ew.rms_rel_error},
                              {"points", size_points_json(ew.points)}}}};
+  if (!p.device.units.empty()) device["units"] = measured_units_json(p.device.units);
   nlohmann::json doc = {{"format", kProfileFormat},
                         {"version", kProfileVersion},
                         {"name", p.name},
@@ -283,7 +287,21 @@ GpuSpec profile_gpu(const HardwareProfile& p) {
   set(DType::bf16, g.peak_bf16);
   g.hbm_bandwidth = p.device.elementwise.bandwidth;
   g.kernel_launch_s = p.device.kernel_launch_s;
+  g.measured_units = p.device.units;
   return g;
+}
+
+std::string unit_shape_key(const Scenario& s) {
+  const auto& m = s.model;
+  const char* norm = m.norm == NormKind::layernorm ? "layernorm" : "rmsnorm";
+  const char* mlp = m.mlp == MlpKind::gelu ? "gelu" : "swiglu";
+  const char* pos = m.positions == PositionKind::learned ? "learned" : "rotary";
+  return "h" + std::to_string(m.hidden) + " a" + std::to_string(m.heads) + " kv" +
+         std::to_string(m.kv_heads) + " ffn" + std::to_string(m.ffn_hidden) + " v" +
+         std::to_string(m.vocab) + " " + norm + " " + mlp + " " + pos +
+         (m.bias ? " bias" : " nobias") + (m.tied_embeddings ? " tied" : " untied") + " s" +
+         std::to_string(s.training.seq_len) + " b" + std::to_string(s.strategy.micro_batch_size) +
+         " " + to_string(s.strategy.precision);
 }
 
 std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {
@@ -292,6 +310,9 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {
   c.profile = p.name;
   c.processes = p.network->processes;
   c.comm_compute_slowdown = p.overlap.comm_compute_slowdown;
+  c.compute_comm_slowdown = p.overlap.comm_slowdown_during_compute;
+  // Stratagem's Gloo communicator runs a rank's collectives in issue order on one thread.
+  c.serial_collectives = p.network->backend == "gloo";
   for (const auto& [op, cp] : p.network->ops) {
     c.ops[static_cast<int>(op)] = {cp.alpha_s, cp.bus_bandwidth};
   }

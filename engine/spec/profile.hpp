@@ -90,6 +90,7 @@ struct DeviceProfile {
   units::Seconds kernel_launch_s = 0;
   std::map<DType, MatmulProfile> matmul;  ///< fp32 always; others when measured
   ElementwiseProfile elementwise;
+  std::vector<MeasuredUnits> units;  ///< per scenario shape measured (`--scenario`)
 };
 
 struct CommProfile {
@@ -140,6 +141,11 @@ EfficiencyCurve matmul_curve(const MatmulProfile& m);
 GpuSpec profile_gpu(const HardwareProfile& p);
 /// The profile's network and overlap as the simulator's calibration (nullopt without network).
 std::optional<CommCalibration> profile_calibration(const HardwareProfile& p);
+
+/// What a unit's cost depends on besides the device: the model's layer shape, the sequence
+/// length, the micro-batch and the precision ("h256 a4 kv4 ffn1024 v1024 layernorm gelu
+/// learned bias untied s128 b4 fp32"). MeasuredUnits apply to scenarios with the same key.
+std::string unit_shape_key(const Scenario& s);
 
 /// Replaces the scenario's hardware with the profile's: the GPU becomes the profiled device,
 /// the intra-node link the profiled p2p α/β (inter-node too on a one-node cluster), and

@@ -1,0 +1,118 @@
+#include "engine/runtime/unit_timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "engine/plan/builder.hpp"
+#include "engine/runtime/device_bench.hpp"
+#include "engine/runtime/executor_state.hpp"
+#include "engine/runtime/model_layout.hpp"
+#include "engine/runtime/model_units.hpp"
+#include "engine/spec/profile.hpp"
+
+namespace stratagem::runtime {
+
+namespace {
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Device& device,
+                                  int repetitions) {
+  check_runtime_model(scenario.model);
+  // One block is enough: blocks are identical. The executor's own state holds the parameters,
+  // gradients and optimizer states, so the update timed is the one training runs.
+  spec::Scenario s = scenario;
+  s.model.layers = 1;
+  auto& st = s.strategy;
+  st.dp = st.pp = st.chunks = 1;
+  st.grad_accum = 1;
+  st.sharding = spec::Sharding::none;
+  st.offload_optimizer = spec::Offload::none;
+  s.cluster.nodes = s.cluster.gpus_per_node = 1;
+  s.training.global_batch = st.micro_batch_size;
+  const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
+  const GptUnits units(s.model, s.training.seq_len, false, Numerics::of(st.precision, device),
+                       device);
+  ModelState state(plan, 0, units, 1234, OptimizerConfig::defaults(st.optimizer, 1e-4), device);
+
+  const std::int64_t seq = s.training.seq_len, mb = st.micro_batch_size;
+  const at::Tensor tokens =
+      at::randint(s.model.vocab, {mb, seq + 1}, at::TensorOptions().dtype(at::kLong)).to(device);
+  const at::Tensor input = tokens.narrow(1, 0, seq), targets = tokens.narrow(1, 1, seq);
+  const int head = units.head_unit();
+  const at::Tensor scale = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device));
+  double params = 0;
+  for (int u = 0; u < units.count(); ++u) params += static_cast<double>(units.numel(u));
+
+  using Clock = std::chrono::steady_clock;
+  std::vector<std::vector<double>> t(7);
+  for (int rep = 0; rep <= repetitions; ++rep) {
+    state.zero_grads();
+    at::Tensor borrowed;
+    if (units.head_borrows_embedding()) {
+      const auto& slot = units.layout(0).slot("wte");
+      borrowed = state.unit_params(0).narrow(0, slot.offset, slot.numel);
+    }
+    std::vector<Clock::time_point> at_(8);
+    at_[0] = Clock::now();
+    UnitActivation a0 =
+        units.forward(0, state.unit_params(0), at::Tensor(), input, at::Tensor(),
+                      spec::Recompute::none);
+    const at::Tensor x0 = units.to_boundary(a0.output);
+    synchronize(x0);
+    at_[1] = Clock::now();
+    UnitActivation a1 =
+        units.forward(1, state.unit_params(1), at::Tensor(), x0, at::Tensor(),
+                      spec::Recompute::none);
+    const at::Tensor x1 = units.to_boundary(a1.output);
+    synchronize(x1);
+    at_[2] = Clock::now();
+    UnitActivation ah =
+        units.forward(head, state.unit_params(head), borrowed, x1, targets, spec::Recompute::none);
+    synchronize(ah.output);
+    at_[3] = Clock::now();
+    UnitGrads gh = units.backward(ah, scale);
+    state.add_grad(head, 0, gh.params);
+    if (gh.borrowed.defined()) {
+      state.add_grad(0, units.layout(0).slot("wte").offset, gh.borrowed);
+    }
+    synchronize(gh.input);
+    at_[4] = Clock::now();
+    UnitGrads g1 = units.backward(a1, gh.input);
+    state.add_grad(1, 0, g1.params);
+    synchronize(g1.input);
+    at_[5] = Clock::now();
+    UnitGrads g0 = units.backward(a0, g1.input);
+    state.add_grad(0, 0, g0.params);
+    synchronize(g0.params);
+    at_[6] = Clock::now();
+    state.optimizer_step(1.0);
+    synchronize(state.unit_params(0));
+    at_[7] = Clock::now();
+    if (rep == 0) continue;  // warm-up: allocations, kernel selection
+    for (int k = 0; k < 7; ++k) {
+      t[k].push_back(std::chrono::duration<double>(at_[k + 1] - at_[k]).count());
+    }
+  }
+  spec::MeasuredUnits m;
+  m.shape = spec::unit_shape_key(scenario);
+  m.embedding_forward = median(t[0]);
+  m.block_forward = median(t[1]);
+  m.head_forward = median(t[2]);
+  m.head_backward = median(t[3]);
+  m.block_backward = median(t[4]);
+  m.embedding_backward = median(t[5]);
+  m.optimizer_per_param = median(t[6]) / params;
+  return m;
+}
+
+}  // namespace stratagem::runtime

@@ -1,0 +1,20 @@
+#pragma once
+// Times a scenario's model units on this device, the way the plan executor runs them: one
+// forward and one backward of the embedding, of a transformer block and of the head at the
+// scenario's micro-batch, sequence length and precision (gradients accumulated into the flat
+// buffers as the executor does), and the optimizer's update per parameter. `stratagem
+// calibrate --scenario S` stores the result in the profile (spec::MeasuredUnits), and the
+// simulator uses it for compute ops of scenarios with the same spec::unit_shape_key.
+#include <c10/core/Device.h>
+
+#include "engine/spec/cluster.hpp"
+#include "engine/spec/scenario.hpp"
+
+namespace stratagem::runtime {
+
+/// Median over `repetitions` timed rounds after one warm-up round. Throws SpecError for models
+/// the runtime cannot build (encoders, the quick form).
+spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Device& device,
+                                  int repetitions);
+
+}  // namespace stratagem::runtime
