@@ -1,0 +1,161 @@
+// The simulator's use of a profile's measured units, the communication slow-down while a rank
+// computes, and serial collectives (a backend that runs a rank's collectives in issue order).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "engine/plan/builder.hpp"
+#include "engine/spec/profile.hpp"
+#include "engine/spec/scenario.hpp"
+#include "sim/cost_models.hpp"
+#include "sim/flow_network.hpp"
+#include "sim/simulator.hpp"
+
+namespace stratagem::test {
+namespace {
+
+spec::Scenario validation_scenario(const std::string& name) {
+  return spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
+}
+
+spec::MeasuredUnits units_for(const spec::Scenario& s) {
+  spec::MeasuredUnits m;
+  m.shape = spec::unit_shape_key(s);
+  m.embedding_forward = 1e-3;
+  m.embedding_backward = 2e-3;
+  m.block_forward = 10e-3;
+  m.block_backward = 20e-3;
+  m.head_forward = 5e-3;
+  m.head_backward = 7e-3;
+  m.optimizer_per_param = 1e-9;
+  return m;
+}
+
+TEST(MeasuredUnits, ShapeKeyNamesWhatAUnitCostDependsOn) {
+  const auto s = validation_scenario("validate-cpu-ddp");
+  EXPECT_EQ(spec::unit_shape_key(s),
+            "h256 a4 kv4 ffn1024 v1024 layernorm gelu learned bias untied s128 b4 no");
+  auto other = s;
+  other.strategy.micro_batch_size = 2;
+  EXPECT_NE(spec::unit_shape_key(other), spec::unit_shape_key(s));
+  other = s;
+  other.strategy.dp = 1;  // the strategy's layout does not change a unit's cost
+  EXPECT_EQ(spec::unit_shape_key(other), spec::unit_shape_key(s));
+}
+
+TEST(MeasuredUnits, ComputeOpsCostTheirUnitsMeasuredTimes) {
+  auto s = validation_scenario("validate-cpu-ddp");
+  s.cluster.gpu.measured_units = {units_for(s)};
+  const auto plan = plan::build_plan(s);
+  const auto models = sim::make_cost_models(s);
+  const int layers = static_cast<int>(s.model.layers);
+  int checked = 0;
+  for (const auto& op : plan.ops) {
+    const auto* c = std::get_if<plan::Compute>(&op.payload);
+    if (!c || op.rank != 0) continue;
+    const double t = models.compute->duration(*c);
+    double expect = -1;
+    auto sum = [&](double emb, double block, double head) {
+      double x = 0;
+      for (int u = c->unit_begin; u < c->unit_end; ++u) {
+        x += u == 0 ? emb : u == layers + 1 ? head : block;
+      }
+      return x;
+    };
+    if (c->phase == plan::Phase::forward) expect = sum(1e-3, 10e-3, 5e-3);
+    if (c->phase == plan::Phase::backward) expect = sum(2e-3, 20e-3, 7e-3);
+    if (c->phase == plan::Phase::optimizer) expect = c->params * 1e-9;
+    if (expect < 0) continue;
+    EXPECT_DOUBLE_EQ(t, expect) << "op " << op.id;
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
+  // Another micro-batch is another shape: the roofline again.
+  auto other = s;
+  other.strategy.micro_batch_size = 2;
+  other.strategy.grad_accum = 4;
+  const auto roof = sim::make_cost_models(other);
+  const auto p2 = plan::build_plan(other);
+  for (const auto& op : p2.ops) {
+    if (const auto* c = std::get_if<plan::Compute>(&op.payload);
+        c && c->phase == plan::Phase::forward) {
+      EXPECT_NE(roof.compute->duration(*c), 1e-3 + 4 * 10e-3 + 5e-3);
+      break;
+    }
+  }
+}
+
+TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {
+  auto s = validation_scenario("validate-cpu-ddp");
+  spec::HardwareProfile p;
+  p.name = "units";
+  p.device.memory_bytes = 1e9;
+  p.device.matmul[spec::DType::fp32] = {50e9, 100, 0, {}};
+  p.device.elementwise = {10e9, 1e-6, 0, {}};
+  p.device.units = {units_for(s)};
+  const auto q = spec::parse_profile(spec::to_json(p), "mem");
+  ASSERT_EQ(q.device.units.size(), 1u);
+  EXPECT_DOUBLE_EQ(q.device.units[0].block_backward, 20e-3);
+  EXPECT_DOUBLE_EQ(q.device.units[0].optimizer_per_param, 1e-9);
+  spec::apply_profile(s, q);
+  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  ASSERT_EQ(again.cluster.gpu.measured_units.size(), 1u);
+  EXPECT_EQ(again.cluster.gpu.measured_units[0].shape, spec::unit_shape_key(s));
+}
+
+TEST(FlowNetwork, ALinkFactorSlowsItsFlows) {
+  sim::EventQueue q;
+  sim::FlowNetwork f;
+  f.reset(2, &q, 7);
+  const int links[] = {0, 1};
+  const int id = f.start(0.0, links, 1.0, 0);
+  f.set_link_factor(0.5, 1, 0.5);  // half done at full speed, then half the speed
+  EXPECT_DOUBLE_EQ(f.rate(id), 0.5);
+  double done = -1;
+  while (!q.empty()) {
+    const auto e = q.pop();
+    if (f.current(static_cast<int>(e.index), e.version)) done = e.time_s;
+  }
+  EXPECT_DOUBLE_EQ(done, 1.5);
+}
+
+spec::Scenario with_calibration(const std::string& name, double compute_comm, bool serial) {
+  auto s = validation_scenario(name);
+  spec::CommCalibration c;
+  c.profile = "test";
+  c.processes = 2;
+  for (auto& m : c.ops) m = {100e-6, 0.5e9};
+  c.compute_comm_slowdown = compute_comm;
+  c.serial_collectives = serial;
+  s.cluster.calibration = c;
+  return s;
+}
+
+TEST(CalibratedSim, CommunicationSlowsWhileItsRankComputes) {
+  sim::Simulator sim;
+  const auto a = with_calibration("validate-cpu-zero2", 0.0, false);
+  const auto b = with_calibration("validate-cpu-zero2", 1.0, false);
+  const auto ra = sim.run(plan::build_plan(a), sim::make_cost_models(a));
+  const auto rb = sim.run(plan::build_plan(b), sim::make_cost_models(b));
+  EXPECT_GT(rb.metrics.comm_s, ra.metrics.comm_s * 1.2);
+  EXPECT_GE(rb.metrics.step_time_s, ra.metrics.step_time_s);
+}
+
+TEST(CalibratedSim, SerialCollectivesNeverOverlapOnARank) {
+  sim::Simulator sim;
+  for (bool serial : {false, true}) {
+    const auto s = with_calibration("validate-cpu-zero3", 0.0, serial);
+    const auto r = sim.run(plan::build_plan(s), sim::make_cost_models(s));
+    std::vector<std::pair<double, double>> comm;
+    for (const auto& span : r.ranks[0].spans) {
+      if (result::is_collective(span.kind)) comm.emplace_back(span.start_s, span.end_s);
+    }
+    std::sort(comm.begin(), comm.end());
+    bool overlap = false;
+    for (std::size_t i = 1; i < comm.size(); ++i) overlap |= comm[i].first < comm[i - 1].second;
+    EXPECT_EQ(overlap, !serial) << "serial " << serial;
+  }
+}
+
+}  // namespace
+}  // namespace stratagem::test

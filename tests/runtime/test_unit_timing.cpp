@@ -1,0 +1,34 @@
+// Timing a scenario's units for a profile: every figure measured and positive, the shape key
+// the simulator matches on, and a block that costs more than the embedding's lookup.
+#include <gtest/gtest.h>
+
+#include "engine/runtime/threads.hpp"
+#include "engine/runtime/unit_timing.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/profile.hpp"
+
+namespace stratagem::test {
+namespace {
+
+TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
+  runtime::set_cpu_threads(1);
+  const auto s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                     "/scenarios/validate-cpu-ddp.json");
+  const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 2);
+  EXPECT_EQ(m.shape, spec::unit_shape_key(s));
+  for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,
+                   m.head_forward, m.head_backward, m.optimizer_per_param}) {
+    EXPECT_GT(v, 0);
+  }
+  EXPECT_GT(m.block_forward, m.embedding_forward);  // GEMMs against a table lookup
+  EXPECT_GT(m.block_backward, m.block_forward);     // two GEMMs per forward GEMM
+  EXPECT_LT(m.optimizer_per_param, 1e-6);           // AdamW: nanoseconds per parameter
+}
+
+TEST(UnitTiming, RefusesModelsTheRuntimeCannotBuild) {
+  auto s = spec::load_scenario("ddp-bert-large-fp32-8xa100");  // an encoder
+  EXPECT_THROW(runtime::measure_units(s, c10::Device(c10::kCPU), 1), SpecError);
+}
+
+}  // namespace
+}  // namespace stratagem::test
