@@ -31,18 +31,20 @@ void FlowNetwork::set_link_factor(double now_s, int link, double factor) {
   if (link_factor_[link] == factor) return;
   link_factor_[link] = factor;
   ++stamp_;
-  for (int g_id : link_flows_[link]) {
-    Flow& g = flows_[g_id];
-    if (g.stamp == stamp_) continue;
-    g.stamp = stamp_;
-    const double rate = share(g);
-    if (rate == g.rate) continue;
-    g.remaining_s = std::max(0.0, g.remaining_s - g.rate * (now_s - g.last_s));
-    g.last_s = now_s;
-    g.rate = rate;
-    ++g.version;
-    queue_->push(now_s + g.remaining_s / g.rate, event_kind_, g_id, g.version);
-  }
+  for (int g_id : link_flows_[link]) rerate(now_s, g_id);
+}
+
+void FlowNetwork::rerate(double now_s, int id) {
+  Flow& g = flows_[id];
+  if (g.stamp == stamp_) return;
+  g.stamp = stamp_;
+  const double rate = share(g);
+  if (rate == g.rate) return;
+  g.remaining_s = std::max(0.0, g.remaining_s - g.rate * (now_s - g.last_s));
+  g.last_s = now_s;
+  g.rate = rate;
+  ++g.version;
+  queue_->push(now_s + g.remaining_s / g.rate, event_kind_, id, g.version);
 }
 
 int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, int owner) {
@@ -87,17 +89,7 @@ void FlowNetwork::update_neighbours(double now_s, const Flow& changed, int chang
   ++stamp_;
   for (int l : changed.links) {
     for (int g_id : link_flows_[l]) {
-      if (g_id == changed_id) continue;
-      Flow& g = flows_[g_id];
-      if (g.stamp == stamp_) continue;
-      g.stamp = stamp_;
-      const double rate = share(g);
-      if (rate == g.rate) continue;
-      g.remaining_s = std::max(0.0, g.remaining_s - g.rate * (now_s - g.last_s));
-      g.last_s = now_s;
-      g.rate = rate;
-      ++g.version;
-      queue_->push(now_s + g.remaining_s / g.rate, event_kind_, g_id, g.version);
+      if (g_id != changed_id) rerate(now_s, g_id);
     }
   }
 }

@@ -46,6 +46,8 @@ class FlowNetwork {
   };
   double share(const Flow& f) const;
   void update_neighbours(double now_s, const Flow& changed, int changed_id);
+  /// Recomputes flow `id`'s rate (once per stamp) and reschedules its completion if it changed.
+  void rerate(double now_s, int id);
 
   std::vector<Flow> flows_;
   std::vector<int> free_;

@@ -15,6 +15,7 @@
 #include "engine/runtime/commbench.hpp"
 #include "engine/runtime/inproc_communicator.hpp"
 #include "engine/spec/profile.hpp"
+#include "tests/runtime/cli_process.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
 namespace stratagem::test {
@@ -137,37 +138,6 @@ TEST(CommBench, ModelGemmShapes) {
 
 // ---- as processes ----------------------------------------------------------------------
 
-struct Cli {
-  int code = -1;
-  std::string out, err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-fs::path work_dir(const std::string& name) {
-  const auto dir =
-      fs::temp_directory_path() / ("stratagem-calib-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-Cli stratagem(const std::string& args, const fs::path& dir) {
-  const std::string cmd = std::string(STRATAGEM_BINARY) + " " + args + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Cli r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
-}
-
 TEST(CommBenchCli, TwoGlooProcesses) {
   const auto dir = work_dir("commbench");
   const auto r = stratagem(
@@ -175,7 +145,7 @@ TEST(CommBenchCli, TwoGlooProcesses) {
       "-b 1K -e 64K -f 4 -w 1 -n 3 --json " +
           (dir / "b.json").string(),
       dir);
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("#wrong"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Out of bounds values : 0 OK"), std::string::npos) << r.out;
   const auto j = nlohmann::json::parse(slurp(dir / "b.json"));
@@ -193,10 +163,10 @@ TEST(CommBenchCli, TwoGlooProcesses) {
       "commbench --backend gloo --num_processes 2 -b 1K -e 4K -w 0 -n 1 "
       "--inject_wrong 1",
       dir);
-  EXPECT_EQ(bad.code, 1) << bad.out << bad.err;
+  EXPECT_EQ(bad.exit_code, 1) << bad.out << bad.err;
   EXPECT_NE(bad.out.find("FAILED"), std::string::npos) << bad.out;
   const auto typo = stratagem("commbench --op alltoall", dir);
-  EXPECT_EQ(typo.code, 2);
+  EXPECT_EQ(typo.exit_code, 2);
   EXPECT_NE(typo.err.find("--op"), std::string::npos) << typo.err;
 }
 
@@ -204,7 +174,7 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   const auto dir = work_dir("calibrate");
   const auto file = (dir / "p.json").string();
   const auto r = stratagem("calibrate --num_processes 2 --quick -o " + file, dir);
-  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto p = spec::load_profile(file);
   EXPECT_EQ(p.machine.processes, 2);
   EXPECT_EQ(p.machine.backend, "gloo");
@@ -225,7 +195,7 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   EXPECT_GE(p.overlap.comm_compute_slowdown, 0);
   EXPECT_GT(p.overlap.compute_alone_s, 0);
   const auto sim = stratagem("sim default --profile " + file, dir);
-  EXPECT_EQ(sim.code, 0) << sim.err;
+  EXPECT_EQ(sim.exit_code, 0) << sim.err;
   EXPECT_NE(sim.out.find("profile cpu x2 (gloo)"), std::string::npos) << sim.out;
 }
 

@@ -12,46 +12,13 @@
 #include <sstream>
 
 #include "engine/result/result.hpp"
+#include "tests/runtime/cli_process.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Cli {
-  int exit_code = -1;
-  std::string out, err;
-  double seconds = 0;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-fs::path work_dir(const std::string& name) {
-  const auto dir =
-      fs::temp_directory_path() / ("stratagem-cli-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-Cli stratagem(const std::string& args, const fs::path& dir) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const std::string cmd = std::string(STRATAGEM_BINARY) + " " + args + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Cli r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return r;
-}
 
 // The tiny model on a GPU cluster preset: `--cpu` turns it into 2 CPU processes.
 fs::path write_scenario(const fs::path& dir, const std::string& sharding) {

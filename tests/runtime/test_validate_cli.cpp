@@ -10,40 +10,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/runtime/cli_process.hpp"
+
 namespace stratagem::test {
 namespace {
 
 namespace fs = std::filesystem;
-
-struct Cli {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-Cli stratagem(const std::string& args, const fs::path& dir) {
-  const std::string cmd = std::string(STRATAGEM_BINARY) + " " + args + " >" +
-                          (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
-  const int status = std::system(cmd.c_str());
-  Cli r;
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  auto slurp = [](const fs::path& p) {
-    std::ifstream in(p);
-    std::stringstream s;
-    s << in.rdbuf();
-    return s.str();
-  };
-  r.out = slurp(dir / "out");
-  r.err = slurp(dir / "err");
-  return r;
-}
-
-fs::path work_dir(const std::string& name) {
-  const auto dir =
-      fs::temp_directory_path() / ("stratagem-validate-" + name + "-" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 
 fs::path write_scenario(const fs::path& dir, const std::string& name, const nlohmann::json& st) {
   nlohmann::json strategy = {{"dp", 2}, {"micro_batch_size", 2}};
