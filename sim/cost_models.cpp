@@ -24,7 +24,9 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
     m.network = std::make_shared<CalibratedNetwork>(*c.calibration, links);
     m.comm_compute_slowdown =
         options.comm_compute_slowdown.value_or(c.calibration->comm_compute_slowdown);
-    m.compute_comm_slowdown = c.calibration->compute_comm_slowdown;
+    for (int i = 0; i < spec::kCommOpCount; ++i) {
+      m.compute_comm_slowdown[i] = c.calibration->ops[i].slowdown_during_compute;
+    }
     m.serial_collectives = c.calibration->serial_collectives;
     m.profile = "profile " + c.calibration->profile;
   } else {

@@ -7,7 +7,7 @@ namespace stratagem::sim {
 void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) {
   for (auto& l : link_flows_) l.clear();
   link_flows_.resize(static_cast<std::size_t>(links));
-  link_factor_.assign(static_cast<std::size_t>(links), 1.0);
+  link_busy_.assign(static_cast<std::size_t>(links), 0);
   free_.clear();
   for (int i = static_cast<int>(flows_.size()) - 1; i >= 0; --i) {
     flows_[i].active = false;
@@ -20,16 +20,18 @@ void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) 
 
 double FlowNetwork::share(const Flow& f) const {
   double rate = 1.0;
+  const double busy = 1.0 / (1.0 + f.busy_slowdown);
   for (int l : f.links) {
-    rate = std::min(rate, link_factor_[l] / static_cast<double>(std::max<std::size_t>(
-                                                1, link_flows_[l].size())));
+    const double factor = link_busy_[l] ? busy : 1.0;
+    rate = std::min(rate,
+                    factor / static_cast<double>(std::max<std::size_t>(1, link_flows_[l].size())));
   }
   return rate;
 }
 
-void FlowNetwork::set_link_factor(double now_s, int link, double factor) {
-  if (link_factor_[link] == factor) return;
-  link_factor_[link] = factor;
+void FlowNetwork::set_link_busy(double now_s, int link, bool busy) {
+  if ((link_busy_[link] != 0) == busy) return;
+  link_busy_[link] = busy ? 1 : 0;
   ++stamp_;
   for (int g_id : link_flows_[link]) rerate(now_s, g_id);
 }
@@ -47,7 +49,8 @@ void FlowNetwork::rerate(double now_s, int id) {
   queue_->push(now_s + g.remaining_s / g.rate, event_kind_, id, g.version);
 }
 
-int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, int owner) {
+int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, int owner,
+                       double busy_slowdown) {
   int id;
   if (!free_.empty()) {
     id = free_.back();
@@ -62,6 +65,7 @@ int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, 
   f.remaining_s = work_s;
   f.last_s = now_s;
   f.owner = owner;
+  f.busy_slowdown = busy_slowdown;
   f.active = true;
   f.rate = share(f);
   ++f.version;

@@ -17,8 +17,10 @@ class FlowNetwork {
   /// Forgets all flows; `links` link ids 0..links−1. Keeps storage. Completion events are
   /// pushed to `queue` with kind `event_kind`, index = flow id and the flow's version.
   void reset(int links, EventQueue* queue, std::uint32_t event_kind);
-  /// Starts a flow that needs `work_s` seconds alone on `links`; returns its id.
-  int start(double now_s, std::span<const int> links, double work_s, int owner);
+  /// Starts a flow that needs `work_s` seconds alone on `links`; returns its id. While one of
+  /// its links is busy (set_link_busy) it runs 1 + `busy_slowdown` times slower there.
+  int start(double now_s, std::span<const int> links, double work_s, int owner,
+            double busy_slowdown = 0);
   /// Whether a popped completion event is the flow's latest (not superseded).
   bool current(int flow, std::uint32_t version) const {
     return flows_[flow].active && flows_[flow].version == version;
@@ -29,9 +31,9 @@ class FlowNetwork {
   int active() const { return active_; }
   /// The rate (fraction of full bandwidth) a flow currently runs at.
   double rate(int flow) const { return flows_[flow].rate; }
-  /// Scales what `link` can carry (1: full; 0.5: half, e.g. while its rank computes on the
-  /// cores or SMs communication also needs); the flows on it are re-rated.
-  void set_link_factor(double now_s, int link, double factor);
+  /// Marks `link` busy (its rank computes on the cores or SMs communication also needs) or
+  /// free; the flows on it are re-rated.
+  void set_link_busy(double now_s, int link, bool busy);
 
  private:
   struct Flow {
@@ -41,6 +43,7 @@ class FlowNetwork {
     double last_s = 0;
     std::uint32_t version = 0;
     int owner = -1;
+    double busy_slowdown = 0;
     std::uint32_t stamp = 0;
     bool active = false;
   };
@@ -52,7 +55,7 @@ class FlowNetwork {
   std::vector<Flow> flows_;
   std::vector<int> free_;
   std::vector<std::vector<int>> link_flows_;
-  std::vector<double> link_factor_;
+  std::vector<char> link_busy_;
   EventQueue* queue_ = nullptr;
   std::uint32_t event_kind_ = 0;
   std::uint32_t stamp_ = 0;

@@ -157,8 +157,6 @@ CommPhases AlphaBetaNetwork::p2p(bool same_node, units::Bytes bytes) const {
   return out;
 }
 
-namespace {
-
 spec::CommOp comm_op(plan::CollectiveKind kind) {
   switch (kind) {
     case plan::CollectiveKind::all_reduce:
@@ -172,6 +170,8 @@ spec::CommOp comm_op(plan::CollectiveKind kind) {
   }
   return spec::CommOp::all_reduce;
 }
+
+namespace {
 
 double ring_steps(spec::CommOp op, int n) {
   return op == spec::CommOp::all_reduce ? 2.0 * (n - 1) : n - 1.0;

@@ -106,4 +106,7 @@ class CalibratedNetwork final : public NetworkModel {
   AlphaBetaNetwork fallback_;
 };
 
+/// The measured operation a collective of this kind is costed as.
+spec::CommOp comm_op(plan::CollectiveKind kind);
+
 }  // namespace stratagem::sim

@@ -35,7 +35,8 @@ class Run {
   void end_op(plan::OpId id, double now);
   void apply_effects(const plan::Op& op, bool at_end, double now);
   /// Scales the bandwidth of every link of `rank` (compute slowing its communication).
-  void set_rank_link_factor(int rank, double factor, double now);
+  void set_rank_busy(int rank, bool busy, double now);
+  bool compute_slows_comm_ = false;  ///< any compute_comm_slowdown > 0
   void comm_activity(int rank, int delta, double now);
   void start_activity(int a, double now);
   void begin_phase(int a, double now);
@@ -184,6 +185,9 @@ void Run::build_indices() {
     group_shape_[g] = shape;
   }
   comm_active_.assign(world, 0);
+  compute_slows_comm_ = std::any_of(models_.compute_comm_slowdown.begin(),
+                                    models_.compute_comm_slowdown.end(),
+                                    [](double v) { return v > 0; });
   running_compute_.assign(world, {});
 }
 
@@ -274,21 +278,19 @@ void Run::start_op(plan::OpId id, double now) {
     if (comm_active_[op.rank] > 0) rate_[id] = 1.0 / (1.0 + models_.comm_compute_slowdown);
     running_compute_[op.rank].push_back(id);
   }
-  if (models_.compute_comm_slowdown > 0 && !c.on_host) {
-    set_rank_link_factor(op.rank, 1.0 / (1.0 + models_.compute_comm_slowdown), now);
-  }
+  if (compute_slows_comm_ && !c.on_host) set_rank_busy(op.rank, true, now);
   queue_.push(now + work_s_[id] / rate_[id], kComputeDone, id, ++version_[id]);
 }
 
-void Run::set_rank_link_factor(int rank, double factor, double now) {
-  for (int l = 0; l < kLinksPerRank; ++l) flows_.set_link_factor(now, rank * kLinksPerRank + l, factor);
+void Run::set_rank_busy(int rank, bool busy, double now) {
+  for (int l = 0; l < kLinksPerRank; ++l) flows_.set_link_busy(now, rank * kLinksPerRank + l, busy);
 }
 
 void Run::end_op(plan::OpId id, double now) {
   const plan::Op& op = plan_.ops[id];
   apply_effects(op, true, now);
   if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
-    if (models_.compute_comm_slowdown > 0 && !c->on_host) set_rank_link_factor(op.rank, 1.0, now);
+    if (compute_slows_comm_ && !c->on_host) set_rank_busy(op.rank, false, now);
     if (models_.comm_compute_slowdown > 0) {
       auto& running = running_compute_[op.rank];
       running.erase(std::find(running.begin(), running.end(), id));
@@ -373,7 +375,10 @@ void Run::start_transfer(int a, double now) {
     links_scratch_.push_back(link_id(plan_.ops[tr.send].rank, p.link, false));
     links_scratch_.push_back(link_id(plan_.ops[tr.recv].rank, p.link, true));
   }
-  flows_.start(now, links_scratch_, p.transfer_s, a);
+  const spec::CommOp kind =
+      a < instances_ ? comm_op(plan_.collectives[a].kind) : spec::CommOp::sendrecv;
+  flows_.start(now, links_scratch_, p.transfer_s, a,
+               models_.compute_comm_slowdown[static_cast<int>(kind)]);
 }
 
 void Run::finish_activity(int a, double now) {

@@ -390,32 +390,48 @@ class Calibration {
     // Compute alone (every process computing, as in a training step).
     comm_.barrier({});
     const double rate_alone = measure_rate(flop, mm, sweep_.overlap_s, 1);
-    // Communication alone.
-    comm_.barrier({});
-    auto t0 = Clock::now();
-    {
+    // Communication alone, then while every process computes, per collective: the
+    // reductions of Gloo run on the CPU and compete with compute more than copies do.
+    const std::int64_t elems = sweep_.overlap_bytes / 4 / n_ * n_;
+    auto issue = [&](spec::CommOp op) -> WorkPtr {
+      const auto whole = buffer.narrow(0, 0, elems), part = buffer.narrow(0, 0, elems / n_);
+      switch (op) {
+        case spec::CommOp::reduce_scatter:
+          return comm_.reduce_scatter(part.clone(), whole, {});
+        case spec::CommOp::all_gather:
+          return comm_.all_gather(whole.clone(), part, {});
+        default:
+          return comm_.all_reduce(buffer, {}, ReduceOp::sum);
+      }
+    };
+    auto comm_time = [&](spec::CommOp op, bool with_compute, double* compute_rate) {
+      comm_.barrier({});
+      if (with_compute) synchronize(mm());
+      const auto start = Clock::now();
       std::vector<WorkPtr> works;
-      for (int i = 0; i < ops; ++i) works.push_back(comm_.all_reduce(buffer, {}, ReduceOp::sum));
+      for (int i = 0; i < ops; ++i) works.push_back(issue(op));
+      std::int64_t calls = 0;
+      at::Tensor last;
+      while (with_compute && !works.back()->is_completed()) {
+        last = mm();
+        ++calls;
+      }
       for (auto& w : works) w->wait();
+      const double elapsed = seconds_since(start);
+      if (with_compute && last.defined()) synchronize(last);
+      if (compute_rate) {
+        *compute_rate = calls > 0 ? flop * static_cast<double>(calls) / seconds_since(start) : 0;
+      }
+      return elapsed / ops;
+    };
+    double rate_with = 0;
+    const double comm_alone = comm_time(spec::CommOp::all_reduce, false, nullptr);
+    const double comm_elapsed = comm_time(spec::CommOp::all_reduce, true, &rate_with) * ops;
+    for (spec::CommOp op : {spec::CommOp::reduce_scatter, spec::CommOp::all_gather}) {
+      const double alone = max(comm_time(op, false, nullptr));
+      const double with = max(comm_time(op, true, nullptr));
+      ov.comm_slowdown_during_compute_by_op[op] = std::max(0.0, with / std::max(alone, 1e-12) - 1);
     }
-    const double comm_alone = seconds_since(t0) / ops;
-    // Both: compute until the last all-reduce has finished.
-    comm_.barrier({});
-    synchronize(mm());
-    t0 = Clock::now();
-    std::vector<WorkPtr> works;
-    for (int i = 0; i < ops; ++i) works.push_back(comm_.all_reduce(buffer, {}, ReduceOp::sum));
-    std::int64_t calls = 0;
-    at::Tensor last;
-    while (!works.back()->is_completed()) {
-      last = mm();
-      ++calls;
-    }
-    const double comm_elapsed = seconds_since(t0);
-    synchronize(last);
-    const double compute_elapsed = seconds_since(t0);
-    for (auto& w : works) w->wait();
-    const double rate_with = calls > 0 ? flop * static_cast<double>(calls) / compute_elapsed : 0;
 
     ov.compute_alone_s = mean(flop / rate_alone);
     ov.compute_with_comm_s = rate_with > 0 ? mean(flop / rate_with) : 0;
@@ -426,10 +442,15 @@ class Calibration {
                                    : 0.0;
     ov.comm_slowdown_during_compute =
         std::max(0.0, ov.comm_with_compute_s / std::max(ov.comm_alone_s, 1e-12) - 1);
+    ov.comm_slowdown_during_compute_by_op[spec::CommOp::all_reduce] =
+        ov.comm_slowdown_during_compute;
     std::ostringstream line;
     line << "overlap: compute +" << 100 * ov.comm_compute_slowdown
          << " % time during communication, communication +" << 100 * ov.comm_slowdown_during_compute
-         << " % time during compute";
+         << " % time during compute (reduce_scatter +"
+         << 100 * ov.comm_slowdown_during_compute_by_op[spec::CommOp::reduce_scatter]
+         << " %, all_gather +"
+         << 100 * ov.comm_slowdown_during_compute_by_op[spec::CommOp::all_gather] << " %)";
     say(line.str());
     return ov;
   }

@@ -205,6 +205,8 @@ CommCalibration parse_calibration(const nlohmann::json& object, const std::strin
     ObjectReader o(*op, r.child_path(name));
     c.ops[i].alpha_s = units::us_to_s(o.number("alpha_us", 0, 1e9));
     c.ops[i].bus_bandwidth = units::gbps_to_bytes_per_s(o.number("busbw_GBps", 1e-9, 1e9));
+    c.ops[i].slowdown_during_compute =
+        o.number_or("slowdown_during_compute", c.compute_comm_slowdown, 0, 1e3);
     o.finish();
   }
   r.finish();
@@ -281,7 +283,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
     for (int i = 0; i < kCommOpCount; ++i) {
       k[to_string(static_cast<CommOp>(i))] = {
           {"alpha_us", cal.ops[i].alpha_s / units::kMicro},
-          {"busbw_GBps", cal.ops[i].bus_bandwidth / units::kGB}};
+          {"busbw_GBps", cal.ops[i].bus_bandwidth / units::kGB},
+          {"slowdown_during_compute", cal.ops[i].slowdown_during_compute}};
     }
     j["calibration"] = std::move(k);
   }

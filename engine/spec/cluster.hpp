@@ -73,6 +73,8 @@ struct LinkSpec {
 struct MeasuredComm {
   units::Seconds alpha_s = 0;
   units::BytesPerS bus_bandwidth = 0;
+  /// Runs 1 + this times slower while a rank it involves computes.
+  double slowdown_during_compute = 0;
 };
 
 /// Collective and point-to-point costs measured on one machine (a hardware profile's

@@ -153,6 +153,14 @@ OverlapProfile parse_overlap(const nlohmann::json& object, const std::string& pa
   o.comm_alone_s = units::us_to_s(r.number_or("comm_alone_us", 0, 0, 1e12));
   o.comm_with_compute_s = units::us_to_s(r.number_or("comm_with_compute_us", 0, 0, 1e12));
   o.comm_slowdown_during_compute = r.number_or("comm_slowdown_during_compute", 0, 0, 1e3);
+  if (const nlohmann::json* by = r.find("comm_slowdown_during_compute_by_op")) {
+    ObjectReader b(*by, r.child_path("comm_slowdown_during_compute_by_op"));
+    for (int i = 0; i < kCommOpCount; ++i) {
+      const auto op = static_cast<CommOp>(i);
+      if (b.has(to_string(op))) o.comm_slowdown_during_compute_by_op[op] = b.number(to_string(op), 0, 1e3);
+    }
+    b.finish();
+  }
   r.finish();
   return o;
 }
@@ -260,6 +268,10 @@ nlohmann::json to_json(const HardwareProfile& p) {
                     {"comm_alone_us", o.comm_alone_s / units::kMicro},
                     {"comm_with_compute_us", o.comm_with_compute_s / units::kMicro},
                     {"comm_slowdown_during_compute", o.comm_slowdown_during_compute}};
+  if (!o.comm_slowdown_during_compute_by_op.empty()) {
+    auto& by = doc["overlap"]["comm_slowdown_during_compute_by_op"] = nlohmann::json::object();
+    for (const auto& [op, v] : o.comm_slowdown_during_compute_by_op) by[to_string(op)] = v;
+  }
   return doc;
 }
 
@@ -314,7 +326,11 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {
   // Stratagem's Gloo communicator runs a rank's collectives in issue order on one thread.
   c.serial_collectives = p.network->backend == "gloo";
   for (const auto& [op, cp] : p.network->ops) {
-    c.ops[static_cast<int>(op)] = {cp.alpha_s, cp.bus_bandwidth};
+    const auto& by = p.overlap.comm_slowdown_during_compute_by_op;
+    const auto it = by.find(op);
+    c.ops[static_cast<int>(op)] = {cp.alpha_s, cp.bus_bandwidth,
+                                   it != by.end() ? it->second
+                                                  : p.overlap.comm_slowdown_during_compute};
   }
   return c;
 }

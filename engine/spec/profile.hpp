@@ -111,6 +111,9 @@ struct OverlapProfile {
   units::Seconds compute_alone_s = 0, compute_with_comm_s = 0;
   units::Seconds comm_alone_s = 0, comm_with_compute_s = 0;
   double comm_slowdown_during_compute = 0;
+  /// The same per collective (all_reduce, reduce_scatter, all_gather measured); the others
+  /// take comm_slowdown_during_compute. Reductions on CPUs compete with compute for the cores.
+  std::map<CommOp, double> comm_slowdown_during_compute_by_op;
 };
 
 struct HardwareProfile {

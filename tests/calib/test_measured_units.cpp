@@ -103,13 +103,13 @@ TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {
   EXPECT_EQ(again.cluster.gpu.measured_units[0].shape, spec::unit_shape_key(s));
 }
 
-TEST(FlowNetwork, ALinkFactorSlowsItsFlows) {
+TEST(FlowNetwork, ABusyLinkSlowsItsFlowsByTheirOwnFactor) {
   sim::EventQueue q;
   sim::FlowNetwork f;
   f.reset(2, &q, 7);
   const int links[] = {0, 1};
-  const int id = f.start(0.0, links, 1.0, 0);
-  f.set_link_factor(0.5, 1, 0.5);  // half done at full speed, then half the speed
+  const int id = f.start(0.0, links, 1.0, 0, 1.0);
+  f.set_link_busy(0.5, 1, true);  // half done at full speed, then half the speed
   EXPECT_DOUBLE_EQ(f.rate(id), 0.5);
   double done = -1;
   while (!q.empty()) {
@@ -124,7 +124,7 @@ spec::Scenario with_calibration(const std::string& name, double compute_comm, bo
   spec::CommCalibration c;
   c.profile = "test";
   c.processes = 2;
-  for (auto& m : c.ops) m = {100e-6, 0.5e9};
+  for (auto& m : c.ops) m = {100e-6, 0.5e9, compute_comm};
   c.compute_comm_slowdown = compute_comm;
   c.serial_collectives = serial;
   s.cluster.calibration = c;
