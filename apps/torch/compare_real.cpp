@@ -34,6 +34,7 @@ int run(Options& o) {
   }
   CompareTable table;
   std::string hardware;
+  spec::Scenario shown = base;  // the header and MFU footer: the devices as the runs measured
   for (const auto& v : variants) {
     if (!v.scenario) {
       table.add_invalid(v.name, v.error);
@@ -42,9 +43,10 @@ int run(Options& o) {
     if (!o.json) std::cerr << "running " << v.name << "..." << std::endl;
     const auto r = run_for_real(*v.scenario, v.name, o.real);
     hardware = r.hardware;
+    shown.cluster.gpu = r.scenario.cluster.gpu;
     table.add(v.name, r.scenario, r);
   }
-  table.print(base, hardware,
+  table.print(shown, hardware,
               "measured on " + std::to_string(o.real.num_processes) + " processes, " +
                   std::to_string(o.real.steps) + " steps each",
               o.json);
