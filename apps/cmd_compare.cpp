@@ -7,8 +7,8 @@
 #include "apps/command.hpp"
 #include "apps/compare_table.hpp"
 #include "apps/forward_runtime.hpp"
-#include "engine/spec/error.hpp"
 #include "engine/plan/builder.hpp"
+#include "engine/spec/error.hpp"
 #include "engine/spec/profile.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/search.hpp"
@@ -69,30 +69,30 @@ int run(const Options& o) {
   return 0;
 }
 
-Registration reg{{"compare", "Compare strategies for one scenario in one table (simulated, or --real)", 10,
-                  [](CLI::App& sub) {
-                    auto o = std::make_shared<Options>();
-                    sub.add_option("scenario", o->scenario,
-                                   "Scenario file or shipped name (default: default)");
-                    sub.add_option("--strategies", o->strategies,
-                                   "Comma-separated: base, ddp, zero1, zero2, zero3, fsdp, "
-                                   "shard_grad_op, hybrid, gpipe, 1f1b, interleaved, offload")
-                        ->delimiter(',');
-                    sub.add_option("--profile", o->profile,
-                                   "Hardware profile from `stratagem calibrate` in place of the "
-                                   "scenario's GPU and links");
-                    sub.add_flag("--json", o->json, "Print JSON");
-                    sub.add_flag("--real", o->real,
-                                 "Train each strategy for real on local processes (Gloo on CPUs, "
-                                 "NCCL on GPUs) and tabulate the measurements");
-                    sub.add_option("--num_processes", o->num_processes,
-                                   "With --real: worker processes (the scenario is reshaped to "
-                                   "them)");
-                    sub.add_option("--steps", o->steps,
-                                   "With --real: steps per strategy (default 6; the step time is "
-                                   "the median after the first)");
-                    return std::function<int()>([o] { return run(*o); });
-                  }}};
+Registration reg{
+    {"compare", "Compare strategies for one scenario in one table (simulated, or --real)", 10,
+     [](CLI::App& sub) {
+       auto o = std::make_shared<Options>();
+       sub.add_option("scenario", o->scenario, "Scenario file or shipped name (default: default)");
+       sub.add_option("--strategies", o->strategies,
+                      "Comma-separated: base, ddp, zero1, zero2, zero3, fsdp, "
+                      "shard_grad_op, hybrid, gpipe, 1f1b, interleaved, offload")
+           ->delimiter(',');
+       sub.add_option("--profile", o->profile,
+                      "Hardware profile from `stratagem calibrate` in place of the "
+                      "scenario's GPU and links");
+       sub.add_flag("--json", o->json, "Print JSON");
+       sub.add_flag("--real", o->real,
+                    "Train each strategy for real on local processes (Gloo on CPUs, "
+                    "NCCL on GPUs) and tabulate the measurements");
+       sub.add_option("--num_processes", o->num_processes,
+                      "With --real: worker processes (the scenario is reshaped to "
+                      "them)");
+       sub.add_option("--steps", o->steps,
+                      "With --real: steps per strategy (default 6; the step time is "
+                      "the median after the first)");
+       return std::function<int()>([o] { return run(*o); });
+     }}};
 
 }  // namespace
 }  // namespace stratagem::cli

@@ -18,8 +18,8 @@ namespace stratagem::cli {
 class CompareTable {
  public:
   CompareTable() {
-    rows_.push_back({"strategy", "layout", "step time", "tokens/s", "MFU", "bubble",
-                     "exposed comm", "peak mem", "fits"});
+    rows_.push_back({"strategy", "layout", "step time", "tokens/s", "MFU", "bubble", "exposed comm",
+                     "peak mem", "fits"});
   }
 
   void add(const std::string& name, const spec::Scenario& s, const result::RunResult& r) {
@@ -73,9 +73,10 @@ class CompareTable {
     // Whole TFLOP/s for GPUs; a CPU's GFLOP/s.
     const std::string peak =
         peak_flops >= 1e12 ? fmt("%.0f TFLOP/s", peak_flops / 1e12) : fmt_flops(peak_flops);
-    std::printf("MFU divides by %s peak %s per device; peak mem is the largest rank's, capacity %s.\n",
-                spec::to_string(spec::compute_dtype(base.strategy.precision)), peak.c_str(),
-                fmt_gib(gpu.memory_bytes).c_str());
+    std::printf(
+        "MFU divides by %s peak %s per device; peak mem is the largest rank's, capacity %s.\n",
+        spec::to_string(spec::compute_dtype(base.strategy.precision)), peak.c_str(),
+        fmt_gib(gpu.memory_bytes).c_str());
   }
 
  private:

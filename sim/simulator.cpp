@@ -185,9 +185,9 @@ void Run::build_indices() {
     group_shape_[g] = shape;
   }
   comm_active_.assign(world, 0);
-  compute_slows_comm_ = std::any_of(models_.compute_comm_slowdown.begin(),
-                                    models_.compute_comm_slowdown.end(),
-                                    [](double v) { return v > 0; });
+  compute_slows_comm_ =
+      std::any_of(models_.compute_comm_slowdown.begin(), models_.compute_comm_slowdown.end(),
+                  [](double v) { return v > 0; });
   running_compute_.assign(world, {});
 }
 

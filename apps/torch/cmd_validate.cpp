@@ -65,8 +65,8 @@ struct Outcome {
 
 Outcome validate_one(const std::string& name_or_file, const Args& a,
                      const std::optional<spec::HardwareProfile>& profile) {
-  const spec::Scenario asked = on_local_processes(spec::load_scenario(name_or_file),
-                                                  a.real.num_processes);
+  const spec::Scenario asked =
+      on_local_processes(spec::load_scenario(name_or_file), a.real.num_processes);
   const std::string label = std::filesystem::path(name_or_file).stem().string();
   std::cout << label << ": running " << a.real.steps << " steps on " << a.real.num_processes
             << " processes..." << std::flush;
@@ -91,7 +91,8 @@ Outcome validate_one(const std::string& name_or_file, const Args& a,
   nlohmann::json ranks = nlohmann::json::array();
   std::printf("  peak memory   rank: measured / predicted\n               ");
   for (std::size_t r = 0; r < real.ranks.size(); ++r) {
-    const double m = real.ranks[r].peak_memory_bytes, p = sim.resolved(static_cast<int>(r)).peak_memory_bytes;
+    const double m = real.ranks[r].peak_memory_bytes,
+                 p = sim.resolved(static_cast<int>(r)).peak_memory_bytes;
     o.measured_peak.push_back(m);
     o.predicted_peak.push_back(p);
     std::printf(" %zu: %s / %s", r, fmt_gib(m).c_str(), fmt_gib(p).c_str());
@@ -131,7 +132,9 @@ Outcome validate_one(const std::string& name_or_file, const Args& a,
     const double m = d.real->end_s - d.real->start_s;
     std::printf("    %-44s %10s / %-10s (%+.1f ms)\n", op_label(*d.real).c_str(),
                 fmt_time(m).c_str(), fmt_time(d.predicted_s).c_str(), 1e3 * d.diff_s());
-    top.push_back({{"op", d.real->op}, {"label", op_label(*d.real)}, {"measured_s", m},
+    top.push_back({{"op", d.real->op},
+                   {"label", op_label(*d.real)},
+                   {"measured_s", m},
                    {"predicted_s", d.predicted_s}});
   }
   o.doc = {{"scenario", label},

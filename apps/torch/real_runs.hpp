@@ -11,10 +11,10 @@ namespace stratagem::cli {
 
 struct RealRunOptions {
   int num_processes = 2;
-  int steps = 6;             ///< step time is the median of the steps after the first
-  bool cpu = false;          ///< CPU and Gloo even when a GPU is present
-  double timeout_s = 300;    ///< no progress for this long ends the job
-  std::string work_dir;      ///< scenario and result files go here
+  int steps = 6;           ///< step time is the median of the steps after the first
+  bool cpu = false;        ///< CPU and Gloo even when a GPU is present
+  double timeout_s = 300;  ///< no progress for this long ends the job
+  std::string work_dir;    ///< scenario and result files go here
 };
 
 /// Writes `scenario` to work_dir/<label>.scenario.json, trains it for real and returns the

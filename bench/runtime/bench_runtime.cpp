@@ -27,8 +27,8 @@ using namespace stratagem;
 // The validation model on one process: scenarios/validate-cpu-ddp.json with dp 1 (4
 // micro-batches of 4 sequences of 128 tokens).
 spec::Scenario bench_scenario() {
-  spec::Scenario s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
-                                         "/scenarios/validate-cpu-ddp.json");
+  spec::Scenario s =
+      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
   s.strategy.dp = 1;
   s.strategy.grad_accum = 4;
   s.cluster.gpus_per_node = 1;
@@ -68,13 +68,12 @@ struct GptImpl : torch::nn::Module {
   explicit GptImpl(const spec::ModelSpec& m)
       : wte(register_module("wte", torch::nn::Embedding(m.vocab, m.hidden))),
         wpe(register_module("wpe", torch::nn::Embedding(m.max_positions, m.hidden))),
-        lnf(register_module("lnf",
-                            torch::nn::LayerNorm(torch::nn::LayerNormOptions({m.hidden})))),
-        head(register_module("head", torch::nn::Linear(
-                                         torch::nn::LinearOptions(m.hidden, m.vocab).bias(false)))) {
+        lnf(register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({m.hidden})))),
+        head(register_module(
+            "head", torch::nn::Linear(torch::nn::LinearOptions(m.hidden, m.vocab).bias(false)))) {
     for (std::int64_t l = 0; l < m.layers; ++l) {
-      blocks.push_back(register_module("block" + std::to_string(l),
-                                       Block(m.hidden, m.heads, m.ffn_hidden)));
+      blocks.push_back(
+          register_module("block" + std::to_string(l), Block(m.hidden, m.heads, m.ffn_hidden)));
     }
   }
 

@@ -403,10 +403,10 @@ class Builder {
       if (limit >= 0) deps.push_back(consumers[static_cast<std::size_t>(limit)]);
       const int unit = need[k];
       const double bytes = pc * L.units[unit].gather_params;
-      gather_ops.push_back(emit_collective(
-          rank, Stream::gather, CollectiveKind::all_gather, CommPurpose::param_gather,
-          shard_group_[rank], bytes, unit, unit, unit + 1, deps,
-          {{TensorClass::gathered_params, bytes, false}}));
+      gather_ops.push_back(emit_collective(rank, Stream::gather, CollectiveKind::all_gather,
+                                           CommPurpose::param_gather, shard_group_[rank], bytes,
+                                           unit, unit, unit + 1, deps,
+                                           {{TensorClass::gathered_params, bytes, false}}));
     };
     for (std::size_t k = 0; k < need.size() && k <= static_cast<std::size_t>(st.prefetch); ++k) {
       emit_gather(k);

@@ -155,9 +155,9 @@ class Calibration {
   spec::MeasuredUnits units_of(const spec::Scenario& s) {
     comm_.barrier({});
     spec::MeasuredUnits m = measure_units(s, o_.device, o_.quick ? 2 : 7);
-    for (double* v : {&m.embedding_forward, &m.embedding_backward, &m.block_forward,
-                      &m.block_backward, &m.head_forward, &m.head_backward,
-                      &m.optimizer_per_param}) {
+    for (double* v :
+         {&m.embedding_forward, &m.embedding_backward, &m.block_forward, &m.block_backward,
+          &m.head_forward, &m.head_backward, &m.optimizer_per_param}) {
       *v = mean(*v);
     }
     say("units " + m.shape + ": block forward " + std::to_string(m.block_forward * 1e3) +

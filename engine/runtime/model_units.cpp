@@ -156,7 +156,8 @@ std::vector<at::Tensor> GptUnits::split_params(const at::Tensor& flat, const Uni
   const auto pieces = flat.split_with_sizes(sizes);
   std::vector<at::Tensor> out;
   out.reserve(l.slots.size());
-  for (std::size_t i = 0; i < l.slots.size(); ++i) out.push_back(pieces[piece[i]].view(l.slots[i].shape));
+  for (std::size_t i = 0; i < l.slots.size(); ++i)
+    out.push_back(pieces[piece[i]].view(l.slots[i].shape));
   return out;
 }
 
@@ -238,8 +239,8 @@ at::Tensor GptUnits::block_rest(const Parts& p, const UnitLayout& l, const at::T
   return a + linear(p, l, "mlp.down", hidden);
 }
 
-at::Tensor GptUnits::head_forward(const Parts& p, const at::Tensor& word_table,
-                                  const at::Tensor& x, const at::Tensor& targets) const {
+at::Tensor GptUnits::head_forward(const Parts& p, const at::Tensor& word_table, const at::Tensor& x,
+                                  const at::Tensor& targets) const {
   const auto& l = layouts_.back();
   auto xn = norm(p, l, "ln_f", x);
   at::Tensor w = word_table.defined() ? word_table

@@ -64,15 +64,13 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
     }
     std::vector<Clock::time_point> at_(8);
     at_[0] = Clock::now();
-    UnitActivation a0 =
-        units.forward(0, state.unit_params(0), at::Tensor(), input, at::Tensor(),
-                      spec::Recompute::none);
+    UnitActivation a0 = units.forward(0, state.unit_params(0), at::Tensor(), input, at::Tensor(),
+                                      spec::Recompute::none);
     const at::Tensor x0 = units.to_boundary(a0.output);
     synchronize(x0);
     at_[1] = Clock::now();
-    UnitActivation a1 =
-        units.forward(1, state.unit_params(1), at::Tensor(), x0, at::Tensor(),
-                      spec::Recompute::none);
+    UnitActivation a1 = units.forward(1, state.unit_params(1), at::Tensor(), x0, at::Tensor(),
+                                      spec::Recompute::none);
     const at::Tensor x1 = units.to_boundary(a1.output);
     synchronize(x1);
     at_[2] = Clock::now();

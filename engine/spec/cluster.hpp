@@ -109,7 +109,8 @@ struct ClusterSpec {
 };
 
 /// The "measured_units" list of a GPU object or a profile's device (keys in microseconds).
-std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list, const std::string& path);
+std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list,
+                                                const std::string& path);
 nlohmann::json measured_units_json(const std::vector<MeasuredUnits>& list);
 
 /// Parses a GPU object (merged with its preset).

@@ -157,7 +157,8 @@ OverlapProfile parse_overlap(const nlohmann::json& object, const std::string& pa
     ObjectReader b(*by, r.child_path("comm_slowdown_during_compute_by_op"));
     for (int i = 0; i < kCommOpCount; ++i) {
       const auto op = static_cast<CommOp>(i);
-      if (b.has(to_string(op))) o.comm_slowdown_during_compute_by_op[op] = b.number(to_string(op), 0, 1e3);
+      if (b.has(to_string(op)))
+        o.comm_slowdown_during_compute_by_op[op] = b.number(to_string(op), 0, 1e3);
     }
     b.finish();
   }
@@ -328,9 +329,9 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {
   for (const auto& [op, cp] : p.network->ops) {
     const auto& by = p.overlap.comm_slowdown_during_compute_by_op;
     const auto it = by.find(op);
-    c.ops[static_cast<int>(op)] = {cp.alpha_s, cp.bus_bandwidth,
-                                   it != by.end() ? it->second
-                                                  : p.overlap.comm_slowdown_during_compute};
+    c.ops[static_cast<int>(op)] = {
+        cp.alpha_s, cp.bus_bandwidth,
+        it != by.end() ? it->second : p.overlap.comm_slowdown_during_compute};
   }
   return c;
 }

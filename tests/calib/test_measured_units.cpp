@@ -103,6 +103,31 @@ TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {
   EXPECT_EQ(again.cluster.gpu.measured_units[0].shape, spec::unit_shape_key(s));
 }
 
+TEST(MeasuredUnits, PerCollectiveSlowdownsTravelFromProfileToCostModels) {
+  spec::HardwareProfile p;
+  p.name = "slow";
+  p.device.memory_bytes = 1e9;
+  p.device.matmul[spec::DType::fp32] = {50e9, 100, 0, {}};
+  p.device.elementwise = {10e9, 1e-6, 0, {}};
+  spec::NetworkProfile n;
+  n.backend = "gloo";
+  for (int i = 0; i < spec::kCommOpCount; ++i)
+    n.ops[static_cast<spec::CommOp>(i)] = {1e-4, 1e9, 0, {}};
+  p.network = n;
+  p.overlap.comm_slowdown_during_compute = 1.0;
+  p.overlap.comm_slowdown_during_compute_by_op[spec::CommOp::reduce_scatter] = 3.0;
+  const auto q = spec::parse_profile(spec::to_json(p), "mem");
+  EXPECT_DOUBLE_EQ(q.overlap.comm_slowdown_during_compute_by_op.at(spec::CommOp::reduce_scatter),
+                   3.0);
+  auto s = validation_scenario("validate-cpu-zero2");
+  spec::apply_profile(s, q);
+  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  const auto m = sim::make_cost_models(again);
+  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(spec::CommOp::reduce_scatter)], 3.0);
+  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(spec::CommOp::all_gather)], 1.0);
+  EXPECT_TRUE(m.serial_collectives);
+}
+
 TEST(FlowNetwork, ABusyLinkSlowsItsFlowsByTheirOwnFactor) {
   sim::EventQueue q;
   sim::FlowNetwork f;

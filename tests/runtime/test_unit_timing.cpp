@@ -12,8 +12,8 @@ namespace {
 
 TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
   runtime::set_cpu_threads(1);
-  const auto s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
-                                     "/scenarios/validate-cpu-ddp.json");
+  const auto s =
+      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 2);
   EXPECT_EQ(m.shape, spec::unit_shape_key(s));
   for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,

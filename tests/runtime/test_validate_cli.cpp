@@ -20,14 +20,19 @@ namespace fs = std::filesystem;
 fs::path write_scenario(const fs::path& dir, const std::string& name, const nlohmann::json& st) {
   nlohmann::json strategy = {{"dp", 2}, {"micro_batch_size", 2}};
   for (const auto& [k, v] : st.items()) strategy[k] = v;
-  const nlohmann::json j = {
-      {"name", name},
-      {"model",
-       {{"name", "tiny-gpt"}, {"layers", 4}, {"hidden", 32}, {"heads", 4}, {"vocab", 64},
-        {"max_positions", 16}, {"ffn_hidden", 128}, {"tied_embeddings", false}}},
-      {"cluster", {{"preset", "laptop-cpu"}}},
-      {"strategy", strategy},
-      {"training", {{"seq_len", 16}, {"global_batch", 8}, {"seed", 7}}}};
+  const nlohmann::json j = {{"name", name},
+                            {"model",
+                             {{"name", "tiny-gpt"},
+                              {"layers", 4},
+                              {"hidden", 32},
+                              {"heads", 4},
+                              {"vocab", 64},
+                              {"max_positions", 16},
+                              {"ffn_hidden", 128},
+                              {"tied_embeddings", false}}},
+                            {"cluster", {{"preset", "laptop-cpu"}}},
+                            {"strategy", strategy},
+                            {"training", {{"seq_len", 16}, {"global_batch", 8}, {"seed", 7}}}};
   const auto path = dir / (name + ".json");
   std::ofstream(path) << j.dump(2);
   return path;
@@ -51,8 +56,9 @@ TEST(ValidateCli, ComparesMeasuredAndPredictedPerScenario) {
   for (const auto& s : doc.at("scenarios")) {
     EXPECT_GT(s.at("measured_step_time_s").get<double>(), 0) << s.dump();
     EXPECT_GT(s.at("predicted_step_time_s").get<double>(), 0) << s.dump();
-    const double rel = s.at("predicted_step_time_s").get<double>() /
-                           s.at("measured_step_time_s").get<double>() - 1.0;
+    const double rel =
+        s.at("predicted_step_time_s").get<double>() / s.at("measured_step_time_s").get<double>() -
+        1.0;
     EXPECT_NEAR(s.at("relative_error").get<double>(), rel, 1e-9);
     ASSERT_EQ(s.at("ranks").size(), 2u);
     for (const auto& rank : s.at("ranks")) {
@@ -70,9 +76,8 @@ TEST(ValidateCli, ComparesMeasuredAndPredictedPerScenario) {
 TEST(ValidateCli, AMissingProfileIsAnErrorNamingIt) {
   const auto dir = work_dir("noprofile");
   const auto ddp = write_scenario(dir, "tiny-ddp", {});
-  const auto r = stratagem("validate " + ddp.string() +
-                               " --num_processes 2 --cpu --profile /nonexistent/p.json",
-                           dir);
+  const auto r = stratagem(
+      "validate " + ddp.string() + " --num_processes 2 --cpu --profile /nonexistent/p.json", dir);
   EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("/nonexistent/p.json"), std::string::npos) << r.err;
 }
