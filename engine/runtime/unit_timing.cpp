@@ -25,6 +25,24 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
+std::function<void()> block_workload(const spec::Scenario& scenario, const c10::Device& device) {
+  check_runtime_model(scenario.model);
+  auto units =
+      std::make_shared<GptUnits>(scenario.model, scenario.training.seq_len, false,
+                                 Numerics::of(scenario.strategy.precision, device), device);
+  const at::Tensor params =
+      units->initial_params(1, 1234).to(device).to(units->numerics().param_dtype);
+  const std::int64_t mb = scenario.strategy.micro_batch_size, seq = scenario.training.seq_len;
+  const at::Tensor x = units->to_boundary(
+      at::randn({mb, seq, scenario.model.hidden}, at::TensorOptions().device(device)));
+  const at::Tensor grad = at::randn_like(x);
+  return [units, params, x, grad] {
+    UnitActivation a =
+        units->forward(1, params, at::Tensor(), x, at::Tensor(), spec::Recompute::none);
+    synchronize(units->backward(a, grad).input);
+  };
+}
+
 spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Device& device,
                                   int repetitions) {
   check_runtime_model(scenario.model);

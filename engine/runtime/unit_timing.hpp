@@ -5,12 +5,19 @@
 // buffers as the executor does), and the optimizer's update per parameter. `stratagem
 // calibrate --scenario S` stores the result in the profile (spec::MeasuredUnits), and the
 // simulator uses it for compute ops of scenarios with the same spec::unit_shape_key.
+#include <functional>
+
 #include <c10/core/Device.h>
 
 #include "engine/spec/cluster.hpp"
 #include "engine/spec/scenario.hpp"
 
 namespace stratagem::runtime {
+
+/// One transformer block's forward and backward at the scenario's shape, as a callable that
+/// returns when the work is done: the compute a training step runs, for measuring how much
+/// communication slows while it runs.
+std::function<void()> block_workload(const spec::Scenario& scenario, const c10::Device& device);
 
 /// Median over `repetitions` timed rounds after one warm-up round. Throws SpecError for models
 /// the runtime cannot build (encoders, the quick form).
