@@ -3,7 +3,6 @@
 // same scenario (as the run executed it: its devices, the profile's hardware when given), and
 // prints measured against predicted step time and peak memory per rank, time per kind of op,
 // the ops whose durations deviate most, and the ranking of the scenarios by both.
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -16,6 +15,7 @@
 #include "apps/format.hpp"
 #include "apps/torch/real_runs.hpp"
 #include "engine/plan/builder.hpp"
+#include "engine/result/metrics.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/profile.hpp"
 #include "sim/search.hpp"
@@ -46,13 +46,6 @@ std::string op_label(const result::Span& s) {
   }
   if (s.microbatch >= 0) l += " mb " + std::to_string(s.microbatch);
   return "op " + std::to_string(s.op) + " " + l;
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
 struct Outcome {
@@ -165,11 +158,7 @@ int run(Args& a) {
   if (a.real.steps < 2) throw SpecError("--steps", "must be >= 2 (the first step is warm-up)");
   std::optional<spec::HardwareProfile> profile;
   if (!a.profile.empty()) profile = spec::load_profile(a.profile);
-  if (a.real.work_dir.empty()) {
-    a.real.work_dir = (std::filesystem::temp_directory_path() /
-                       ("stratagem-validate-" + std::to_string(::getpid())))
-                          .string();
-  }
+  if (a.real.work_dir.empty()) a.real.work_dir = default_work_dir("validate");
   std::vector<Outcome> outcomes;
   for (const auto& s : a.scenarios) {
     outcomes.push_back(validate_one(s, a, profile));
@@ -190,7 +179,7 @@ int run(Args& a) {
                     fmt_gib(mp) + " / " + fmt_gib(pp)});
   }
   print_table(stdout, rows);
-  const double med = median(errors);
+  const double med = result::median(errors);
   const std::string by_real = ranking(ptrs, true), by_sim = ranking(ptrs, false);
   std::printf("median |error| %.1f %% over %zu scenario(s)\n", 100 * med, outcomes.size());
   if (outcomes.size() > 1) {

@@ -2,10 +2,7 @@
 // [--json]` (execs `stratagem-runtime compare-real ...`): the scenario reshaped to N local
 // processes, each strategy variant trained for real, the same table as the simulated compare
 // from the measured RunResults.
-#include <filesystem>
 #include <iostream>
-
-#include <unistd.h>
 
 #include "apps/command.hpp"
 #include "apps/compare_table.hpp"
@@ -27,11 +24,7 @@ int run(Options& o) {
   const auto base = on_local_processes(spec::load_scenario(o.scenario), o.real.num_processes);
   const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
   const auto variants = sim::make_variants(base, names);
-  if (o.real.work_dir.empty()) {
-    o.real.work_dir = (std::filesystem::temp_directory_path() /
-                       ("stratagem-compare-" + std::to_string(::getpid())))
-                          .string();
-  }
+  if (o.real.work_dir.empty()) o.real.work_dir = default_work_dir("compare");
   CompareTable table;
   std::string hardware;
   spec::Scenario shown = base;  // the header and MFU footer: the devices as the runs measured

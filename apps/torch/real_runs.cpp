@@ -1,8 +1,9 @@
 #include "apps/torch/real_runs.hpp"
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
@@ -10,6 +11,12 @@
 #include "engine/spec/error.hpp"
 
 namespace stratagem::cli {
+
+std::string default_work_dir(const std::string& what) {
+  return (std::filesystem::temp_directory_path() /
+          ("stratagem-" + what + "-" + std::to_string(::getpid())))
+      .string();
+}
 
 spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes) {
   if (processes < 1) throw SpecError("--num_processes", "must be >= 1");
@@ -20,15 +27,13 @@ spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes)
   auto& st = s.strategy;
   if (processes % st.pp != 0) st.pp = 1, st.chunks = 1;
   st.dp = processes / st.pp;
-  const std::int64_t per_accum = std::int64_t{st.micro_batch_size} * st.dp;
-  if (s.training.global_batch % per_accum != 0) {
-    throw SpecError("--num_processes",
-                    "the global batch " + std::to_string(s.training.global_batch) +
-                        " does not split into micro-batches of " +
-                        std::to_string(st.micro_batch_size) + " over dp " + std::to_string(st.dp));
+  st.grad_accum = 0;  // validate derives it from the global batch
+  try {
+    spec::validate(s);
+  } catch (const SpecError& e) {
+    throw SpecError("--num_processes", "reshaped to dp " + std::to_string(st.dp) + " × pp " +
+                                           std::to_string(st.pp) + ": " + e.what());
   }
-  st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
-  spec::validate(s);
   return s;
 }
 

@@ -23,6 +23,9 @@ struct RealRunOptions {
 result::RunResult run_for_real(const spec::Scenario& scenario, const std::string& label,
                                const RealRunOptions& options);
 
+/// A fresh directory for a command's runs: <temp>/stratagem-<what>-<pid>.
+std::string default_work_dir(const std::string& what);
+
 /// A scenario reshaped to `processes` local processes: one node of that many devices, and the
 /// strategy's dp set to processes / pp (pp kept when it divides, else 1). Unchanged if it
 /// already has that world size.

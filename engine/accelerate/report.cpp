@@ -10,6 +10,7 @@
 
 #include "engine/accelerate/accelerator.hpp"
 #include "engine/accelerate/data_parallel.hpp"
+#include "engine/result/metrics.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::accelerate {
@@ -18,13 +19,6 @@ namespace {
 
 // The scenario format's quick-form model needs at least this many parameters.
 constexpr double kMinQuickFormParams = 1e3;
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 // Every process's string, on every process (lengths first, then padded bytes).
 std::vector<std::string> all_gather_strings(runtime::Communicator& comm, const c10::Device& device,
@@ -89,7 +83,8 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
         << "): " << static_cast<std::int64_t>(params) << " parameters in " << units
         << " unit(s), micro-batch " << local_batch << " per process";
   const auto times = tracer_.step_times();
-  if (!times.empty()) about << ", median step " << std::setprecision(4) << median(times) << " s";
+  if (!times.empty())
+    about << ", median step " << std::setprecision(4) << result::median(times) << " s";
   about << ". The model is written in the quick form (parameters and units; FLOPs follow the "
            "6·N per sample convention)";
   if (params < kMinQuickFormParams) about << "; parameters raised to the format's minimum of 1000";
@@ -136,7 +131,7 @@ result::RunResult Accelerator::trace() {
   // spans are the last step's. Losses: the mean over processes of each step's.
   auto times = tracer_.step_times();
   if (times.size() > 1) times.erase(times.begin());
-  if (!times.empty()) step_time = median(times);
+  if (!times.empty()) step_time = result::median(times);
   at::Tensor t = at::tensor({step_time}, at::kDouble).to(device_);
   comm_->all_reduce(t, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
   r.metrics.step_time_s = t.cpu().item<double>();

@@ -22,6 +22,13 @@ double union_length(std::vector<std::pair<double, double>> intervals) {
   return total;
 }
 
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
 namespace {
 
 struct RankStats {

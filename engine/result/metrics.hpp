@@ -12,4 +12,7 @@ Metrics compute_metrics(const RunResult& r, double model_flops_per_step);
 /// Length of the union of [start, end) intervals (sorted or not).
 double union_length(std::vector<std::pair<double, double>> intervals);
 
+/// The median (mean of the two middle values for an even count); 0 for none.
+double median(std::vector<double> v);
+
 }  // namespace stratagem::result

@@ -15,6 +15,7 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
+#include "engine/result/metrics.hpp"
 #include "engine/runtime/commbench.hpp"
 #include "engine/runtime/device_bench.hpp"
 #include "engine/runtime/unit_timing.hpp"
@@ -282,12 +283,8 @@ class Calibration {
   }
 
   // Each size's time is the median of `repeats` timed loops (each a third of the budget), so
-  // that a moment of interference from other processes on a shared machine does not set it.
-  static double median(std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    const std::size_t n = v.size();
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-  }
+  // that a moment of interference from other processes on a shared machine does not set it
+  // (result::median).
 
   spec::NetworkProfile network() {
     spec::NetworkProfile net;
@@ -318,7 +315,7 @@ class Calibration {
       }
       std::vector<spec::SizePoint> points;
       for (std::size_t i = 0; i < b.sizes.size(); ++i) {
-        points.push_back({static_cast<double>(b.sizes[i]), median(times[i])});
+        points.push_back({static_cast<double>(b.sizes[i]), result::median(times[i])});
       }
       net.ops[op] = fit_comm(op, points);
       say_comm(op, net.ops[op]);
@@ -363,7 +360,7 @@ class Calibration {
         for (int i = 0; i < iters; ++i) round_trip();
         trials.push_back(max(active ? seconds_since(t0) / (2.0 * iters) : 0.0));
       }
-      points.push_back({static_cast<double>(bytes), median(trials)});
+      points.push_back({static_cast<double>(bytes), result::median(trials)});
     }
     return points;
   }

@@ -15,10 +15,4 @@ void set_cpu_threads(int n) {
   }
 }
 
-int blas_threads() {
-  using GetFn = int (*)();
-  auto get = reinterpret_cast<GetFn>(::dlsym(RTLD_DEFAULT, "openblas_get_num_threads"));
-  return get ? get() : 0;
-}
-
 }  // namespace stratagem::runtime

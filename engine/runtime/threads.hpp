@@ -8,7 +8,4 @@ namespace stratagem::runtime {
 /// at::set_num_threads(n) and, when the process has OpenBLAS loaded, openblas_set_num_threads.
 void set_cpu_threads(int n);
 
-/// The threads OpenBLAS uses, or 0 when it is not loaded.
-int blas_threads();
-
 }  // namespace stratagem::runtime

@@ -7,6 +7,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/plan/builder.hpp"
+#include "engine/result/metrics.hpp"
 #include "engine/runtime/device_bench.hpp"
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_layout.hpp"
@@ -14,16 +15,6 @@
 #include "engine/spec/profile.hpp"
 
 namespace stratagem::runtime {
-
-namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-}  // namespace
 
 std::function<void()> block_workload(const spec::Scenario& scenario, const c10::Device& device) {
   check_runtime_model(scenario.model);
@@ -121,13 +112,13 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   }
   spec::MeasuredUnits m;
   m.shape = spec::unit_shape_key(scenario);
-  m.embedding_forward = median(t[0]);
-  m.block_forward = median(t[1]);
-  m.head_forward = median(t[2]);
-  m.head_backward = median(t[3]);
-  m.block_backward = median(t[4]);
-  m.embedding_backward = median(t[5]);
-  m.optimizer_per_param = median(t[6]) / params;
+  m.embedding_forward = result::median(t[0]);
+  m.block_forward = result::median(t[1]);
+  m.head_forward = result::median(t[2]);
+  m.head_backward = result::median(t[3]);
+  m.block_backward = result::median(t[4]);
+  m.embedding_backward = result::median(t[5]);
+  m.optimizer_per_param = result::median(t[6]) / params;
   return m;
 }
 

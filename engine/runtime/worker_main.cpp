@@ -133,11 +133,7 @@ std::string where_ranks_were(Store& store, int world) {
 }
 
 double median_after_first(const std::vector<double>& v) {
-  std::vector<double> m(v.begin() + (v.size() > 1 ? 1 : 0), v.end());
-  if (m.empty()) return 0;
-  std::sort(m.begin(), m.end());
-  const std::size_t n = m.size();
-  return n % 2 ? m[n / 2] : 0.5 * (m[n / 2 - 1] + m[n / 2]);
+  return result::median(std::vector<double>(v.begin() + (v.size() > 1 ? 1 : 0), v.end()));
 }
 
 }  // namespace

@@ -1,40 +1,28 @@
 // `stratagem validate` and `stratagem compare --real` through the CLI: real runs of a tiny model
 // on 2 CPU processes, simulated with the devices the runs measured (or a profile).
 #include <gtest/gtest.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "tests/runtime/cli_process.hpp"
+#include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {
 namespace {
 
 namespace fs = std::filesystem;
 
+// The executor tests' tiny model as a scenario file.
 fs::path write_scenario(const fs::path& dir, const std::string& name, const nlohmann::json& st) {
   nlohmann::json strategy = {{"dp", 2}, {"micro_batch_size", 2}};
   for (const auto& [k, v] : st.items()) strategy[k] = v;
-  const nlohmann::json j = {{"name", name},
-                            {"model",
-                             {{"name", "tiny-gpt"},
-                              {"layers", 4},
-                              {"hidden", 32},
-                              {"heads", 4},
-                              {"vocab", 64},
-                              {"max_positions", 16},
-                              {"ffn_hidden", 128},
-                              {"tied_embeddings", false}}},
-                            {"cluster", {{"preset", "laptop-cpu"}}},
-                            {"strategy", strategy},
-                            {"training", {{"seq_len", 16}, {"global_batch", 8}, {"seed", 7}}}};
+  auto s = tiny_scenario(2, strategy);
+  s.name = name;
   const auto path = dir / (name + ".json");
-  std::ofstream(path) << j.dump(2);
+  std::ofstream(path) << spec::to_json(s).dump(2);
   return path;
 }
 
