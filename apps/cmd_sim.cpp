@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <iostream>
 #include <map>
+#include <optional>
 
 #include "apps/command.hpp"
 #include "apps/format.hpp"
@@ -24,6 +25,7 @@ struct SimArgs {
   bool no_fold = false, json = false;
   double slowdown = 0;
   bool slowdown_given = false;
+  std::optional<double> jitter, rank_jitter;
 };
 
 struct StageMemory {
@@ -58,6 +60,14 @@ int run_sim(const SimArgs& a) {
   if (a.slowdown_given) {
     if (a.slowdown < 0) throw SpecError("--comm-compute-slowdown", "must be >= 0");
     cost_options.comm_compute_slowdown = a.slowdown;
+  }
+  if (a.jitter) {
+    if (*a.jitter < 0) throw SpecError("--compute-jitter", "must be >= 0");
+    cost_options.compute_jitter_cv = a.jitter;
+  }
+  if (a.rank_jitter) {
+    if (*a.rank_jitter < 0) throw SpecError("--rank-jitter", "must be >= 0");
+    cost_options.rank_jitter_cv = a.rank_jitter;
   }
   const auto models = sim::make_cost_models(scenario, cost_options);
 
@@ -141,6 +151,12 @@ Registration reg{
        auto* slowdown = sub.add_option(
            "--comm-compute-slowdown", a->slowdown,
            "Compute slow-down while communication runs (default: the profile's, else 0)");
+       sub.add_option("--compute-jitter", a->jitter,
+                      "Compute's spread per op (std/mean); collectives wait for the expected "
+                      "slowest member (default: the profile's, else 0)");
+       sub.add_option("--rank-jitter", a->rank_jitter,
+                      "Spread of the ranks' speeds over a step (std/mean) (default: the "
+                      "profile's, else 0)");
        sub.add_option("--profile", a->profile,
                       "Hardware profile from `stratagem calibrate` in place of the scenario's "
                       "GPU and links");

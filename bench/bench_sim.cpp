@@ -40,6 +40,31 @@ BENCHMARK(BM_SimulateStep)
     ->ArgName("gpus")
     ->Unit(benchmark::kMillisecond);
 
+// The same step with compute spread (2 % per op and per rank): every collective starts at the
+// expected latest arrival of its members (sim/jitter.hpp), what a calibrated profile turns on.
+void BM_SimulateStepWithJitter(benchmark::State& state) {
+  const auto scenario = bench::gpt3_on(static_cast<int>(state.range(0)));
+  const auto plan = plan::build_plan(scenario);
+  sim::CostOptions o;
+  o.compute_jitter_cv = 0.02;
+  o.rank_jitter_cv = 0.02;
+  const auto models = sim::make_cost_models(scenario, o);
+  sim::Simulator simulator;
+  double step = 0;
+  for (auto _ : state) {
+    auto r = simulator.run(plan, models);
+    step = r.metrics.step_time_s;
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["sim_step_time_s"] = step;
+}
+BENCHMARK(BM_SimulateStepWithJitter)
+    ->Arg(8)
+    ->Arg(1024)
+    ->Arg(4096)
+    ->ArgName("gpus")
+    ->Unit(benchmark::kMillisecond);
+
 // Plan building + simulation, what `stratagem sim` does per scenario.
 void BM_BuildAndSimulate(benchmark::State& state) {
   const auto scenario = bench::gpt3_on(static_cast<int>(state.range(0)));

@@ -16,9 +16,13 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
   if (measured != c.gpu.measured_units.end()) {
     m.compute = std::make_shared<MeasuredUnitsModel>(
         *measured, static_cast<int>(s.model.layers) + 1, std::move(roofline));
+    m.compute_jitter_cv = measured->jitter_cv;
+    m.rank_jitter_cv = measured->rank_cv;
   } else {
     m.compute = std::make_shared<RooflineModel>(std::move(roofline));
   }
+  if (options.compute_jitter_cv) m.compute_jitter_cv = *options.compute_jitter_cv;
+  if (options.rank_jitter_cv) m.rank_jitter_cv = *options.rank_jitter_cv;
   AlphaBetaNetwork links(c.intra_node, c.inter_node, options.algorithm);
   if (c.calibration) {
     m.network = std::make_shared<CalibratedNetwork>(*c.calibration, links);

@@ -23,6 +23,15 @@ struct CostModels {
   std::array<double, spec::kCommOpCount> compute_comm_slowdown{};
   /// A rank's collectives (gather and collective streams) run one at a time in issue order.
   bool serial_collectives = false;
+  /// Compute's spread (standard deviation / mean): `compute_jitter_cv` independent per op,
+  /// `rank_jitter_cv` a per-rank speed that holds over a step (its error grows with the compute
+  /// summed, not its square root). The ranks of a collective or transfer then arrive at it
+  /// spread out, and it starts when the last one arrives: the simulator starts it at the
+  /// expected latest arrival (Clark's maximum of normals over the members' compute since they
+  /// last waited for one another). Both 0: every rank arrives exactly on time.
+  double compute_jitter_cv = 0;
+  double rank_jitter_cv = 0;
+  bool has_jitter() const { return compute_jitter_cv > 0 || rank_jitter_cv > 0; }
   std::string profile;  ///< hardware profile name recorded in results
 };
 
@@ -30,6 +39,10 @@ struct CostOptions {
   Algorithm algorithm = Algorithm::fastest;
   /// Overrides the slow-down; unset: the cluster's calibration's, or 0 without one.
   std::optional<double> comm_compute_slowdown;
+  /// Override the compute spreads; unset: the profile's measured ones for the scenario's
+  /// shape, or 0.
+  std::optional<double> compute_jitter_cv;
+  std::optional<double> rank_jitter_cv;
 };
 
 CostModels make_cost_models(const spec::Scenario& scenario, const CostOptions& options = {});

@@ -7,12 +7,13 @@
 #include "engine/spec/error.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/flow_network.hpp"
+#include "sim/jitter.hpp"
 
 namespace stratagem::sim {
 
 namespace {
 
-enum EventKind : std::uint32_t { kComputeDone, kFlowDone, kLatencyDone, kActivityDone };
+enum EventKind : std::uint32_t { kComputeDone, kFlowDone, kLatencyDone, kActivityDone, kSyncDone };
 enum class Category : std::uint8_t { compute, collective, p2p };
 
 // Links per rank: NVLink/NVSwitch port and NIC, each direction.
@@ -39,10 +40,15 @@ class Run {
   bool compute_slows_comm_ = false;  ///< any compute_comm_slowdown > 0
   void comm_activity(int rank, int delta, double now);
   void start_activity(int a, double now);
+  /// The last member of activity `a` arrived at `now`: start it then, or at the expected
+  /// latest arrival when compute has a spread.
+  void all_arrived(int a, double now);
+  void launch(int a, double now);
   void begin_phase(int a, double now);
   void start_transfer(int a, double now);
   void finish_activity(int a, double now);
   int node_of(int rank) const;
+  int activity_of(plan::OpId id) const;
   [[noreturn]] void stalled() const;
 
   const plan::StepPlan& plan_;
@@ -57,6 +63,9 @@ class Run {
   std::vector<std::uint32_t> succ_begin_;
   std::vector<plan::OpId> succ_;
   std::vector<double> start_s_;
+  // Compute spread (models_.has_jitter()): when each op arrived at its activity and
+  // the variance its rank had accumulated since its last synchronisation.
+  std::vector<double> arrive_s_, arrive_var_;
   // Running compute ops (work left at full speed, rate, last update, version).
   std::vector<double> work_s_, rate_, last_s_;
   std::vector<std::uint32_t> version_;
@@ -71,6 +80,13 @@ class Run {
 
   // Per rank.
   std::vector<int> comm_active_;
+  /// Each rank's compute timeline since it last waited for an activity: that activity's
+  /// variance, and the compute time summed and summed squared since. Its variance is
+  /// base + (jitter cv)² · Σd² + (rank cv)² · (Σd)².
+  std::vector<double> jitter_base_, jitter_sum_, jitter_sum2_;
+  double rank_variance(int rank) const;
+  std::vector<double> activity_var_;  ///< variance of each activity's start
+  std::vector<Arrival> arrivals_scratch_;
   std::vector<std::vector<plan::OpId>> running_compute_;  // only with a compute slow-down
   std::vector<std::array<double, plan::kTensorClassCount>> memory_;
   std::vector<double> memory_total_;
@@ -83,6 +99,18 @@ int Run::node_of(int rank) const {
   const auto& coords = plan_.layout.coords;
   if (rank < static_cast<int>(coords.size())) return coords[rank].node;
   return rank / std::max(plan_.layout.gpus_per_node, 1);
+}
+
+double Run::rank_variance(int rank) const {
+  const double cw = models_.compute_jitter_cv, cr = models_.rank_jitter_cv;
+  return jitter_base_[rank] + cw * cw * jitter_sum2_[rank] +
+         cr * cr * jitter_sum_[rank] * jitter_sum_[rank];
+}
+
+int Run::activity_of(plan::OpId id) const {
+  const auto& payload = plan_.ops[id].payload;
+  if (const auto* c = std::get_if<plan::Collective>(&payload)) return c->instance;
+  return instances_ + std::get<plan::P2P>(payload).transfer;
 }
 
 void Run::build_indices() {
@@ -185,6 +213,14 @@ void Run::build_indices() {
     group_shape_[g] = shape;
   }
   comm_active_.assign(world, 0);
+  jitter_base_.assign(world, 0);
+  jitter_sum_.assign(world, 0);
+  jitter_sum2_.assign(world, 0);
+  if (models_.has_jitter()) {
+    arrive_s_.assign(n, 0);
+    arrive_var_.assign(n, 0);
+    activity_var_.assign(activities, 0);
+  }
   compute_slows_comm_ =
       std::any_of(models_.compute_comm_slowdown.begin(), models_.compute_comm_slowdown.end(),
                   [](double v) { return v > 0; });
@@ -290,6 +326,11 @@ void Run::end_op(plan::OpId id, double now) {
   const plan::Op& op = plan_.ops[id];
   apply_effects(op, true, now);
   if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
+    if (models_.has_jitter()) {
+      const double d = now - start_s_[id];
+      jitter_sum_[op.rank] += d;
+      jitter_sum2_[op.rank] += d * d;
+    }
     if (compute_slows_comm_ && !c->on_host) set_rank_busy(op.rank, false, now);
     if (models_.comm_compute_slowdown > 0) {
       auto& running = running_compute_[op.rank];
@@ -302,7 +343,14 @@ void Run::end_op(plan::OpId id, double now) {
   ++finished_;
   for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
     const plan::OpId next = succ_[k];
-    if (--pending_[next] == 0) on_ready(next, now);
+    if (--pending_[next] != 0) continue;
+    // Compute that waited for this activity now runs on its timeline.
+    if (models_.has_jitter() && category_[id] != Category::compute &&
+        category_[next] == Category::compute && plan_.ops[next].rank == op.rank) {
+      jitter_base_[op.rank] = activity_var_[activity_of(id)];
+      jitter_sum_[op.rank] = jitter_sum2_[op.rank] = 0;
+    }
+    on_ready(next, now);
   }
 }
 
@@ -312,28 +360,67 @@ void Run::on_ready(plan::OpId id, double now) {
     case Category::compute:
       start_op(id, now);
       return;
-    case Category::collective: {
-      const int a = std::get<plan::Collective>(op.payload).instance;
-      const auto& inst = plan_.collectives[a];
-      if (++arrived_[a] < static_cast<int>(inst.ops.size())) return;
-      for (plan::OpId member : inst.ops) start_op(member, now);
-      phases_[a] = models_.network->collective(inst.kind, group_shape_[inst.group], inst.bytes);
-      start_activity(a, now);
-      return;
-    }
+    case Category::collective:
     case Category::p2p: {
-      const int t = std::get<plan::P2P>(op.payload).transfer;
-      const int a = instances_ + t;
-      if (++arrived_[a] < 2) return;
-      const auto& tr = plan_.transfers[t];
-      start_op(tr.send, now);
-      start_op(tr.recv, now);
-      const int src = plan_.ops[tr.send].rank, dst = plan_.ops[tr.recv].rank;
-      phases_[a] = models_.network->p2p(node_of(src) == node_of(dst), tr.bytes);
-      start_activity(a, now);
+      const int a = activity_of(id);
+      if (models_.has_jitter()) {
+        arrive_s_[id] = now;
+        arrive_var_[id] = rank_variance(op.rank);
+      }
+      const int members = a < instances_ ? static_cast<int>(plan_.collectives[a].ops.size()) : 2;
+      if (++arrived_[a] == members) all_arrived(a, now);
       return;
     }
   }
+}
+
+void Run::all_arrived(int a, double now) {
+  if (!models_.has_jitter()) {
+    launch(a, now);
+    return;
+  }
+  arrivals_scratch_.clear();
+  auto add = [&](plan::OpId member) {
+    arrivals_scratch_.push_back({arrive_s_[member], arrive_var_[member]});
+  };
+  if (a < instances_) {
+    const auto& inst = plan_.collectives[a];
+    for (plan::OpId member : inst.ops) add(member);
+    // A folded plan builds one replica per stage: the members it leaves out arrive like the
+    // latest built one.
+    const int missing = static_cast<int>(plan_.groups[inst.group].ranks.size() - inst.ops.size());
+    if (missing > 0) {
+      const auto latest =
+          std::max_element(arrivals_scratch_.begin(), arrivals_scratch_.end(),
+                           [](const Arrival& x, const Arrival& y) { return x.mean_s < y.mean_s; });
+      arrivals_scratch_.push_back(expected_latest_of_copies(*latest, missing));
+    }
+  } else {
+    add(plan_.transfers[a - instances_].send);
+    add(plan_.transfers[a - instances_].recv);
+  }
+  const Arrival latest = expected_latest(arrivals_scratch_);
+  activity_var_[a] = latest.variance_s2;
+  if (latest.mean_s > now) {
+    queue_.push(latest.mean_s, kSyncDone, a);
+  } else {
+    launch(a, now);
+  }
+}
+
+void Run::launch(int a, double now) {
+  if (a < instances_) {
+    const auto& inst = plan_.collectives[a];
+    for (plan::OpId member : inst.ops) start_op(member, now);
+    phases_[a] = models_.network->collective(inst.kind, group_shape_[inst.group], inst.bytes);
+  } else {
+    const auto& tr = plan_.transfers[a - instances_];
+    start_op(tr.send, now);
+    start_op(tr.recv, now);
+    const int src = plan_.ops[tr.send].rank, dst = plan_.ops[tr.recv].rank;
+    phases_[a] = models_.network->p2p(node_of(src) == node_of(dst), tr.bytes);
+  }
+  start_activity(a, now);
 }
 
 void Run::start_activity(int a, double now) {
@@ -436,6 +523,9 @@ result::RunResult Run::execute() {
         break;
       case kActivityDone:
         finish_activity(e.index, now);
+        break;
+      case kSyncDone:
+        launch(e.index, now);
         break;
     }
     ++events_;

@@ -1,8 +1,10 @@
 // `stratagem validate <scenario...> --num_processes N [--profile p.json] [--steps K]
-// [--json report.json]`: runs each scenario for real on N local processes, simulates the
-// same scenario (as the run executed it: its devices, the profile's hardware when given), and
-// prints measured against predicted step time and peak memory per rank, time per kind of op,
-// the ops whose durations deviate most, and the ranking of the scenarios by both.
+// [--rounds R] [--json report.json]`: runs each scenario for real on N local processes (R
+// rounds, the scenarios taking turns), simulates the same scenario (as the run executed it:
+// its devices, the profile's hardware when given), and prints measured against predicted step
+// time and peak memory per rank, time per kind of op, the ops whose durations deviate most,
+// and the ranking of the scenarios by both — strictly, and counting only the pairs whose
+// measured difference exceeds the measurement's own noise.
 
 #include <algorithm>
 #include <cmath>
@@ -31,6 +33,7 @@ struct Args {
   std::string profile;
   std::string json;
   int top_ops = 5;
+  int rounds = 1;
 };
 
 struct OpDeviation {
@@ -51,35 +54,103 @@ std::string op_label(const result::Span& s) {
 struct Outcome {
   std::string name, layout;
   double measured_s = 0, predicted_s = 0;
+  /// Standard error of the measured step time: over the rounds' medians with two or more
+  /// rounds, else over the run's steps.
+  double noise_s = 0;
   double error() const { return measured_s > 0 ? predicted_s / measured_s - 1.0 : 0.0; }
   std::vector<double> measured_peak, predicted_peak;
   nlohmann::json doc;
 };
 
-Outcome validate_one(const std::string& name_or_file, const Args& a,
-                     const std::optional<spec::HardwareProfile>& profile) {
-  const spec::Scenario asked =
-      on_local_processes(spec::load_scenario(name_or_file), a.real.num_processes);
-  const std::string label = std::filesystem::path(name_or_file).stem().string();
-  std::cout << label << ": running " << a.real.steps << " steps on " << a.real.num_processes
-            << " processes..." << std::flush;
-  const result::RunResult real = run_for_real(asked, label, a.real);
+double standard_error(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1) / static_cast<double>(v.size()));
+}
 
+/// One scenario's real runs (one per round; the first is reported op by op) against its
+/// simulation.
+/// The units every run of a shape timed (--fresh-units), averaged: the compute cost over the
+/// same minutes as the measured steps, so the machine's drift since `calibrate` and one run's
+/// noise both drop out.
+std::map<std::string, spec::MeasuredUnits> pooled_units(
+    const std::vector<std::vector<result::RunResult>>& runs) {
+  std::map<std::string, std::vector<spec::MeasuredUnits>> by_shape;
+  for (const auto& scenario_runs : runs) {
+    for (const auto& r : scenario_runs) {
+      for (const auto& u : r.scenario.cluster.gpu.measured_units) by_shape[u.shape].push_back(u);
+    }
+  }
+  std::map<std::string, spec::MeasuredUnits> out;
+  for (const auto& [shape, list] : by_shape) {
+    spec::MeasuredUnits m;
+    m.shape = shape;
+    const double n = static_cast<double>(list.size());
+    double mean_block = 0, within = 0, between = 0;
+    for (const auto& u : list) {
+      m.embedding_forward += u.embedding_forward / n;
+      m.embedding_backward += u.embedding_backward / n;
+      m.block_forward += u.block_forward / n;
+      m.block_backward += u.block_backward / n;
+      m.head_forward += u.head_forward / n;
+      m.head_backward += u.head_backward / n;
+      m.optimizer_per_param += u.optimizer_per_param / n;
+      const double block = u.block_forward + u.block_backward;
+      mean_block += block / n;
+      within += (u.jitter_cv * block) * (u.jitter_cv * block) / n;
+      between += (u.rank_cv * block) * (u.rank_cv * block) / n;
+    }
+    m.jitter_cv = mean_block > 0 ? std::sqrt(within) / mean_block : 0;
+    m.rank_cv = mean_block > 0 ? std::sqrt(between) / mean_block : 0;
+    out[shape] = m;
+  }
+  return out;
+}
+
+Outcome report(const std::string& label, const std::vector<result::RunResult>& runs, const Args& a,
+               const std::optional<spec::HardwareProfile>& profile,
+               const std::map<std::string, spec::MeasuredUnits>& fresh) {
+  const result::RunResult& real = runs.front();
   // Simulate what ran: the executed scenario (its measured devices), the profile's hardware.
   spec::Scenario simulated = real.scenario;
   if (profile) spec::apply_profile(simulated, *profile);
+  // With --fresh-units the units timed around the runs replace the profile's for this shape;
+  // the profile's network and overlap stay.
+  const auto it = fresh.find(spec::unit_shape_key(simulated));
+  if (it != fresh.end()) {
+    auto& units = simulated.cluster.gpu.measured_units;
+    units.insert(units.begin(), it->second);
+  }
   const plan::StepPlan plan = plan::build_plan(simulated, {.fold = false});
   const result::RunResult sim = sim::Simulator().run(plan, sim::make_cost_models(simulated));
-  std::cout << " done\n";
 
   Outcome o;
   o.name = label;
   o.layout = sim::strategy_label(simulated);
-  o.measured_s = real.metrics.step_time_s;
+  // Measured: the median over every round's steps after its warm-up.
+  std::vector<double> steps, medians;
+  for (const auto& r : runs) {
+    const auto& t = r.metrics.step_times_s;
+    if (t.size() > 1) {
+      steps.insert(steps.end(), t.begin() + 1, t.end());
+    } else {
+      steps.push_back(r.metrics.step_time_s);
+    }
+    medians.push_back(r.metrics.step_time_s);
+  }
+  o.measured_s = result::median(steps);
+  // Steps of one run share its conditions, so their spread understates the noise: with
+  // rounds, the spread of the rounds' medians counts too.
+  o.noise_s = std::max(standard_error(medians), standard_error(steps));
   o.predicted_s = sim.metrics.step_time_s;
-  std::printf("  %s; hardware: %s\n", o.layout.c_str(), sim.hardware.c_str());
-  std::printf("  step time     measured %s   predicted %s   error %+.1f %%\n",
-              fmt_time(o.measured_s).c_str(), fmt_time(o.predicted_s).c_str(), 100 * o.error());
+  std::printf("%s\n  %s; hardware: %s\n", label.c_str(), o.layout.c_str(), sim.hardware.c_str());
+  std::printf("  step time     measured %s ± %s   predicted %s   error %+.1f %%\n",
+              fmt_time(o.measured_s).c_str(), fmt_time(o.noise_s).c_str(),
+              fmt_time(o.predicted_s).c_str(), 100 * o.error());
 
   nlohmann::json ranks = nlohmann::json::array();
   std::printf("  peak memory   rank: measured / predicted\n               ");
@@ -134,8 +205,11 @@ Outcome validate_one(const std::string& name_or_file, const Args& a,
            {"layout", o.layout},
            {"hardware", sim.hardware},
            {"steps", a.real.steps},
+           {"rounds", runs.size()},
            {"processes", a.real.num_processes},
            {"measured_step_time_s", o.measured_s},
+           {"measured_noise_s", o.noise_s},
+           {"measured_step_times_s", steps},
            {"predicted_step_time_s", o.predicted_s},
            {"relative_error", o.error()},
            {"ranks", ranks},
@@ -144,12 +218,38 @@ Outcome validate_one(const std::string& name_or_file, const Args& a,
   return o;
 }
 
-std::string ranking(std::vector<const Outcome*> v, bool measured) {
+/// Two measured step times differ beyond noise when they are more than two standard errors
+/// of their difference apart.
+bool distinguishable(const Outcome& x, const Outcome& y) {
+  return std::abs(x.measured_s - y.measured_s) >
+         2 * std::sqrt(x.noise_s * x.noise_s + y.noise_s * y.noise_s);
+}
+
+/// Fastest first; with `ties`, neighbours the measurement cannot tell apart are joined by ≈.
+std::string ranking(std::vector<const Outcome*> v, bool measured, bool ties) {
   std::stable_sort(v.begin(), v.end(), [&](const Outcome* x, const Outcome* y) {
     return measured ? x->measured_s < y->measured_s : x->predicted_s < y->predicted_s;
   });
   std::string out;
-  for (const auto* o : v) out += (out.empty() ? "" : " < ") + o->name;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (i > 0) out += ties && !distinguishable(*v[i - 1], *v[i]) ? " ≈ " : " < ";
+    out += v[i]->name;
+  }
+  return out;
+}
+
+/// Pairs the measurement orders beyond its noise that the prediction orders the other way.
+std::vector<std::string> inverted_pairs(const std::vector<const Outcome*>& v) {
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    for (std::size_t j = i + 1; j < v.size(); ++j) {
+      const Outcome &x = *v[i], &y = *v[j];
+      if (!distinguishable(x, y)) continue;
+      if ((x.measured_s < y.measured_s) != (x.predicted_s < y.predicted_s)) {
+        out.push_back(x.name + " / " + y.name);
+      }
+    }
+  }
   return out;
 }
 
@@ -159,9 +259,40 @@ int run(Args& a) {
   std::optional<spec::HardwareProfile> profile;
   if (!a.profile.empty()) profile = spec::load_profile(a.profile);
   if (a.real.work_dir.empty()) a.real.work_dir = default_work_dir("validate");
-  std::vector<Outcome> outcomes;
+  if (a.rounds < 1) throw SpecError("--rounds", "must be >= 1");
+  // Every round runs every scenario, so slow drifts of the machine hit all of them alike.
+  std::vector<std::string> labels;
+  std::vector<spec::Scenario> asked;
   for (const auto& s : a.scenarios) {
-    outcomes.push_back(validate_one(s, a, profile));
+    labels.push_back(std::filesystem::path(s).stem().string());
+    asked.push_back(on_local_processes(spec::load_scenario(s), a.real.num_processes));
+  }
+  std::vector<std::vector<result::RunResult>> runs(asked.size());
+  for (int round = 0; round < a.rounds; ++round) {
+    for (std::size_t i = 0; i < asked.size(); ++i) {
+      std::string label = labels[i];
+      if (a.rounds > 1) {
+        std::cout << "round " << round + 1 << "/" << a.rounds << ": ";
+        label += ".round" + std::to_string(round + 1);
+      }
+      std::cout << labels[i] << ": running " << a.real.steps << " steps on " << a.real.num_processes
+                << " processes..." << std::flush;
+      runs[i].push_back(run_for_real(asked[i], label, a.real));
+      std::cout << " done" << std::endl;
+    }
+  }
+  std::printf("\n");
+  const auto fresh = pooled_units(runs);
+  for (const auto& [shape, u] : fresh) {
+    std::printf(
+        "units timed around the runs, %s: block forward %s, backward %s, spread %.1f %% per "
+        "repetition, %.1f %% between ranks\n",
+        shape.c_str(), fmt_time(u.block_forward).c_str(), fmt_time(u.block_backward).c_str(),
+        100 * u.jitter_cv, 100 * u.rank_cv);
+  }
+  std::vector<Outcome> outcomes;
+  for (std::size_t i = 0; i < asked.size(); ++i) {
+    outcomes.push_back(report(labels[i], runs[i], a, profile, fresh));
     std::printf("\n");
   }
   std::vector<std::vector<std::string>> rows = {
@@ -175,16 +306,26 @@ int run(Args& a) {
     const double pp = *std::max_element(o.predicted_peak.begin(), o.predicted_peak.end());
     char err[32];
     std::snprintf(err, sizeof err, "%+.1f %%", 100 * o.error());
-    rows.push_back({o.name, o.layout, fmt_time(o.measured_s), fmt_time(o.predicted_s), err,
-                    fmt_gib(mp) + " / " + fmt_gib(pp)});
+    rows.push_back({o.name, o.layout, fmt_time(o.measured_s) + " ± " + fmt_time(o.noise_s),
+                    fmt_time(o.predicted_s), err, fmt_gib(mp) + " / " + fmt_gib(pp)});
   }
   print_table(stdout, rows);
   const double med = result::median(errors);
-  const std::string by_real = ranking(ptrs, true), by_sim = ranking(ptrs, false);
+  const std::string by_real = ranking(ptrs, true, false), by_sim = ranking(ptrs, false, false);
+  const std::string by_real_noise = ranking(ptrs, true, true);
+  const auto inverted = inverted_pairs(ptrs);
   std::printf("median |error| %.1f %% over %zu scenario(s)\n", 100 * med, outcomes.size());
   if (outcomes.size() > 1) {
     std::printf("fastest first, measured:  %s\nfastest first, predicted: %s\nranking %s\n",
                 by_real.c_str(), by_sim.c_str(), by_real == by_sim ? "agrees" : "differs");
+    std::printf("measured, ≈ within noise (2 standard errors): %s\n", by_real_noise.c_str());
+    if (inverted.empty()) {
+      std::printf("every pair measured apart beyond noise is ranked the same by the prediction\n");
+    } else {
+      std::printf("pairs measured apart beyond noise that the prediction ranks the other way:");
+      for (const auto& p : inverted) std::printf(" [%s]", p.c_str());
+      std::printf("\n");
+    }
   }
   std::printf("real runs and their scenarios: %s\n", a.real.work_dir.c_str());
   if (!a.json.empty()) {
@@ -192,6 +333,9 @@ int run(Args& a) {
                           {"ranking_measured", by_real},
                           {"ranking_predicted", by_sim},
                           {"ranking_agrees", by_real == by_sim},
+                          {"ranking_measured_with_ties", by_real_noise},
+                          {"inverted_pairs_beyond_noise", inverted},
+                          {"rounds", a.rounds},
                           {"profile", a.profile},
                           {"scenarios", nlohmann::json::array()}};
     for (const auto& o : outcomes) doc["scenarios"].push_back(o.doc);
@@ -216,6 +360,12 @@ Registration reg{
                       "Hardware profile from `stratagem calibrate` for the simulation "
                       "(default: the devices the run measured and the scenario's links)");
        sub.add_option("--steps", a->real.steps, "Steps per real run (default 6; first is warm-up)");
+       sub.add_flag("--fresh-units", a->real.measure_units,
+                    "Time the model's units on each run's own processes just before it trains and "
+                    "simulate with those (the profile's network and overlap stay): separates the "
+                    "model's error from the machine's drift since `calibrate`");
+       sub.add_option("--rounds", a->rounds,
+                      "Real runs per scenario, the scenarios taking turns (default 1)");
        sub.add_flag("--cpu", a->real.cpu, "Run on the CPU with Gloo even when a GPU is present");
        sub.add_option("--timeout", a->real.timeout_s, "Seconds without progress before a run ends");
        sub.add_option("--work_dir", a->real.work_dir,

@@ -57,6 +57,7 @@ result::RunResult run_for_real(const spec::Scenario& scenario, const std::string
   flags.args.cpu = o.cpu;
   flags.args.timeout_s = o.timeout_s;
   flags.args.output = result_file;
+  flags.args.measure_units = o.measure_units;
   flags.args.log_every = 1 << 30;  // quiet: the caller prints its own progress
   std::vector<std::string> argv = {this_executable(), "worker"};
   for (auto& a : worker_argv(flags)) argv.push_back(std::move(a));

@@ -37,6 +37,10 @@ inline void add_worker_flags(CLI::App& sub, WorkerFlags& f) {
                  "(default 300)");
   sub.add_option("--log_every", a.log_every, "Progress line every N steps (default 1)");
   sub.add_option("-o,--output", a.output, "Write the RunResult JSON (executor \"real\") here");
+  sub.add_flag("--measure_units", a.measure_units,
+               "Before training, time the model's units on every process and record them in "
+               "the result's scenario (cluster.gpu.measured_units), as `calibrate --scenario` "
+               "does");
   sub.add_option("--kill_during_save", f.kill_during_save, "Fault injection for tests: STEP:RANK")
       ->group("");
   sub.add_option("--stall", f.stall, "Fault injection for tests: STEP:RANK")->group("");
@@ -99,6 +103,7 @@ inline std::vector<std::string> worker_argv(const WorkerFlags& f) {
   opt("--timeout", exact(a.timeout_s));
   opt("--log_every", std::to_string(a.log_every));
   if (!a.output.empty()) opt("-o", a.output);
+  if (a.measure_units) v.push_back("--measure_units");
   if (!f.kill_during_save.empty()) opt("--kill_during_save", f.kill_during_save);
   if (!f.stall.empty()) opt("--stall", f.stall);
   return v;

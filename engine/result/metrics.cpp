@@ -1,6 +1,7 @@
 #include "engine/result/metrics.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 namespace stratagem::result {
 
@@ -20,6 +21,17 @@ double union_length(std::vector<std::pair<double, double>> intervals) {
   }
   if (open) total += cur_end - cur_begin;
   return total;
+}
+
+double coefficient_of_variation(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  if (mean == 0) return 0;
+  double ss = 0;
+  for (double x : v) ss += (x - mean) * (x - mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1)) / std::abs(mean);
 }
 
 double median(std::vector<double> v) {

@@ -169,6 +169,7 @@ nlohmann::json metrics_to_json(const Metrics& m) {
       {"comm_s", m.comm_s},
       {"comm_bytes", std::move(comm)}};
   if (!m.losses.empty()) j["losses"] = m.losses;
+  if (!m.step_times_s.empty()) j["step_times_s"] = m.step_times_s;
   return j;
 }
 
@@ -193,6 +194,9 @@ Metrics metrics_from_json(const nlohmann::json& j, const std::string& where) {
     m.comm_bytes[c] = comm.contains(name) ? comm.at(name).get<double>() : 0.0;
   }
   if (j.contains("losses")) m.losses = j.at("losses").get<std::vector<double>>();
+  if (j.contains("step_times_s")) {
+    m.step_times_s = j.at("step_times_s").get<std::vector<double>>();
+  }
   return m;
 }
 

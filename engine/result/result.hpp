@@ -116,6 +116,8 @@ struct Metrics {
   std::array<double, kCommCategoryCount> comm_bytes{};  ///< summed over all ranks
   /// Real executor: per step, the mean loss over the whole global batch (empty for sim).
   std::vector<double> losses;
+  /// Real executor: per step, rank 0's wall time, the first (warm-up) included (empty for sim).
+  std::vector<double> step_times_s;
 };
 
 struct RunResult {

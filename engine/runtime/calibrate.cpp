@@ -154,17 +154,13 @@ class Calibration {
 
   // The scenario's units timed on every rank at once (the mean over ranks).
   spec::MeasuredUnits units_of(const spec::Scenario& s) {
-    comm_.barrier({});
-    spec::MeasuredUnits m = measure_units(s, o_.device, o_.quick ? 2 : 7);
-    for (double* v :
-         {&m.embedding_forward, &m.embedding_backward, &m.block_forward, &m.block_backward,
-          &m.head_forward, &m.head_backward, &m.optimizer_per_param}) {
-      *v = mean(*v);
-    }
+    spec::MeasuredUnits m = measure_units_on_all_ranks(s, comm_, o_.device, o_.quick ? 2 : 12);
     say("units " + m.shape + ": block forward " + std::to_string(m.block_forward * 1e3) +
         " ms, backward " + std::to_string(m.block_backward * 1e3) + " ms; head " +
         std::to_string(m.head_forward * 1e3) + " / " + std::to_string(m.head_backward * 1e3) +
-        " ms; optimizer " + std::to_string(m.optimizer_per_param * 1e9) + " ns/param");
+        " ms; optimizer " + std::to_string(m.optimizer_per_param * 1e9) + " ns/param; spread " +
+        std::to_string(100 * m.jitter_cv) + " % per repetition, " +
+        std::to_string(100 * m.rank_cv) + " % between ranks");
     return m;
   }
   double max(double v) { return reduce_scalar(comm_, v, ReduceOp::max, o_.device); }

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <vector>
 
 #include <ATen/ATen.h>
 
 #include "engine/plan/builder.hpp"
 #include "engine/result/metrics.hpp"
+#include "engine/runtime/commbench.hpp"
+#include "engine/runtime/communicator.hpp"
 #include "engine/runtime/device_bench.hpp"
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_layout.hpp"
@@ -119,6 +122,30 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   m.block_backward = result::median(t[4]);
   m.embedding_backward = result::median(t[5]);
   m.optimizer_per_param = result::median(t[6]) / params;
+  // The spread of a block's forward + backward from one repetition to the next.
+  std::vector<double> block(t[1].size());
+  for (std::size_t i = 0; i < block.size(); ++i) block[i] = t[1][i] + t[4][i];
+  m.jitter_cv = result::coefficient_of_variation(block);
+  return m;
+}
+
+spec::MeasuredUnits measure_units_on_all_ranks(const spec::Scenario& scenario, Communicator& comm,
+                                               const c10::Device& device, int repetitions) {
+  comm.barrier({});
+  spec::MeasuredUnits m = measure_units(scenario, device, repetitions);
+  const double n = comm.world_size();
+  auto mean = [&](double v) { return reduce_scalar(comm, v, ReduceOp::sum, device) / n; };
+  const double block = m.block_forward + m.block_backward;
+  const double sd = m.jitter_cv * block;
+  const double mean_block = mean(block);
+  const double within = mean(sd * sd);
+  const double between = mean(block * block) - mean_block * mean_block;
+  m.jitter_cv = mean_block > 0 ? std::sqrt(std::max(within, 0.0)) / mean_block : 0;
+  m.rank_cv = mean_block > 0 ? std::sqrt(std::max(between, 0.0)) / mean_block : 0;
+  for (double* v : {&m.embedding_forward, &m.embedding_backward, &m.block_forward,
+                    &m.block_backward, &m.head_forward, &m.head_backward, &m.optimizer_per_param}) {
+    *v = mean(*v);
+  }
   return m;
 }
 

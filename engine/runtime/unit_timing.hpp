@@ -24,4 +24,12 @@ std::function<void()> block_workload(const spec::Scenario& scenario, const c10::
 spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Device& device,
                                   int repetitions);
 
+class Communicator;
+
+/// measure_units on every rank of `comm` at once (as training runs them: every process busy),
+/// averaged over the ranks; `jitter_cv` pools the ranks' own spreads, `rank_cv` is the spread
+/// of their means. Every rank must call it; every rank gets the same result.
+spec::MeasuredUnits measure_units_on_all_ranks(const spec::Scenario& scenario, Communicator& comm,
+                                               const c10::Device& device, int repetitions);
+
 }  // namespace stratagem::runtime

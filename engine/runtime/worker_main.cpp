@@ -22,6 +22,7 @@
 #include "engine/runtime/dist_env.hpp"
 #include "engine/runtime/store.hpp"
 #include "engine/runtime/threads.hpp"
+#include "engine/runtime/unit_timing.hpp"
 #include "engine/runtime/worker.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
@@ -192,11 +193,14 @@ int run_worker(const WorkerArgs& args) {
   if (!cuda) {
     set_cpu_threads(cpu_threads_per_process(env.local_world_size));
   }
-  const spec::Scenario scenario =
+  spec::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
   auto store = rendezvous(env, timeout);
   auto comm = make_communicator(env, store, cuda ? "nccl" : "gloo", timeout);
+  if (args.measure_units) {
+    scenario.cluster.gpu.measured_units = {measure_units_on_all_ranks(scenario, *comm, device, 12)};
+  }
   const int rank = env.rank;
   const std::int64_t steps = scenario.training.steps;
   std::unique_ptr<Trainer> trainer;
@@ -272,6 +276,7 @@ int run_worker(const WorkerArgs& args) {
                     : 0.0;
       }
       m.losses = res.losses;
+      m.step_times_s = res.step_seconds;
       result::save_result(r, args.output);
       std::cout << "wrote " << args.output << " (step time " << std::setprecision(4)
                 << m.step_time_s << " s, " << m.tokens_per_s << " tokens/s, final loss "

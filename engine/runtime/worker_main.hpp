@@ -27,6 +27,9 @@ struct WorkerArgs {
   std::string output;      ///< RunResult JSON (written by rank 0)
   double lr = 1e-3;
   int log_every = 1;                        ///< progress line every N steps (rank 0)
+  /// Before training, time the model's units on every process (measure_units_on_all_ranks)
+  /// and record them in the result's scenario (cluster.gpu.measured_units).
+  bool measure_units = false;
   std::int64_t kill_during_save_step = -1;  ///< fault injection for tests (hidden flag)
   int kill_during_save_rank = 0;
   std::int64_t stall_at_step = -1;  ///< fault injection for tests (hidden flag)

@@ -118,6 +118,8 @@ std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list,
     m.head_forward = us("head_forward_us");
     m.head_backward = us("head_backward_us");
     m.optimizer_per_param = r.number_or("optimizer_ns_per_param", 0, 0, 1e9) * 1e-9;
+    m.jitter_cv = r.number_or("jitter_cv", 0, 0, 10);
+    m.rank_cv = r.number_or("rank_cv", 0, 0, 10);
     r.finish();
     out.push_back(std::move(m));
   }
@@ -134,7 +136,9 @@ nlohmann::json measured_units_json(const std::vector<MeasuredUnits>& list) {
                    {"block_backward_us", m.block_backward / units::kMicro},
                    {"head_forward_us", m.head_forward / units::kMicro},
                    {"head_backward_us", m.head_backward / units::kMicro},
-                   {"optimizer_ns_per_param", m.optimizer_per_param * 1e9}});
+                   {"optimizer_ns_per_param", m.optimizer_per_param * 1e9},
+                   {"jitter_cv", m.jitter_cv},
+                   {"rank_cv", m.rank_cv}});
   }
   return out;
 }

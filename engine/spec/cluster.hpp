@@ -43,6 +43,13 @@ struct MeasuredUnits {
   units::Seconds block_forward = 0, block_backward = 0;
   units::Seconds head_forward = 0, head_backward = 0;
   units::Seconds optimizer_per_param = 0;  ///< 0: not measured
+  /// Spread of compute, measured with every process computing at once, as coefficients of
+  /// variation (standard deviation / mean) of one block's forward + backward: `jitter_cv` from
+  /// one repetition to the next on a rank (independent per op), `rank_cv` between the ranks'
+  /// means (one rank steadily slower than another). The simulator turns both into the wait for
+  /// the slowest member at each collective and transfer (sim::CostModels). 0: not measured.
+  double jitter_cv = 0;
+  double rank_cv = 0;
 };
 
 struct GpuSpec {

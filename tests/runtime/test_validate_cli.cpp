@@ -61,6 +61,56 @@ TEST(ValidateCli, ComparesMeasuredAndPredictedPerScenario) {
   EXPECT_TRUE(fs::exists(dir / "runs" / "tiny-ddp.real.json"));
 }
 
+TEST(ValidateCli, RoundsInterleaveRunsAndFreshUnitsAreTimedOnTheRunsProcesses) {
+  const auto dir = work_dir("rounds");
+  const auto ddp = write_scenario(dir, "tiny-ddp", {});
+  const auto zero3 = write_scenario(dir, "tiny-zero3", {{"sharding", "zero3"}});
+  const auto report = dir / "report.json";
+  const auto r = stratagem("validate " + ddp.string() + " " + zero3.string() +
+                               " --num_processes 2 --cpu --steps 3 --rounds 2 --fresh-units"
+                               " --work_dir " +
+                               (dir / "runs").string() + " --json " + report.string(),
+                           dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  // The scenarios take turns: round 1 runs both before round 2 starts.
+  const auto first_round2 = r.out.find("round 2/2");
+  ASSERT_NE(first_round2, std::string::npos) << r.out;
+  EXPECT_LT(r.out.find("round 1/2: tiny-zero3"), first_round2) << r.out;
+  EXPECT_NE(r.out.find("units timed around the runs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("within noise"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(std::ifstream(report));
+  EXPECT_EQ(doc.at("rounds"), 2);
+  EXPECT_TRUE(doc.contains("ranking_measured_with_ties"));
+  EXPECT_TRUE(doc.at("inverted_pairs_beyond_noise").is_array());
+  for (const auto& s : doc.at("scenarios")) {
+    EXPECT_EQ(s.at("rounds"), 2);
+    // Two rounds of 3 steps, each without its warm-up step.
+    EXPECT_EQ(s.at("measured_step_times_s").size(), 4u) << s.dump();
+    EXPECT_GT(s.at("measured_noise_s").get<double>(), 0) << s.dump();
+  }
+  for (const char* name : {"tiny-ddp", "tiny-zero3"}) {
+    for (int round : {1, 2}) {
+      const auto file =
+          dir / "runs" / (std::string(name) + ".round" + std::to_string(round) + ".real.json");
+      ASSERT_TRUE(fs::exists(file)) << file;
+      // Each run timed its units on its own processes before training.
+      const auto run = nlohmann::json::parse(std::ifstream(file));
+      const auto& units = run.at("scenario").at("cluster").at("gpu").at("measured_units");
+      ASSERT_EQ(units.size(), 1u) << file;
+      EXPECT_GT(units[0].at("block_forward_us").get<double>(), 0);
+      EXPECT_GE(units[0].at("jitter_cv").get<double>(), 0);
+    }
+  }
+}
+
+TEST(ValidateCli, RoundsMustBePositive) {
+  const auto dir = work_dir("norounds");
+  const auto ddp = write_scenario(dir, "tiny-ddp", {});
+  const auto r = stratagem("validate " + ddp.string() + " --num_processes 2 --cpu --rounds 0", dir);
+  EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("--rounds"), std::string::npos) << r.err;
+}
+
 TEST(ValidateCli, AMissingProfileIsAnErrorNamingIt) {
   const auto dir = work_dir("noprofile");
   const auto ddp = write_scenario(dir, "tiny-ddp", {});
