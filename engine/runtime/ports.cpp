@@ -5,8 +5,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
+#include <random>
 #include <thread>
 
 #include "engine/spec/error.hpp"
@@ -78,6 +81,26 @@ bool wait_for_listener(const std::string& host, int port, std::chrono::milliseco
 }
 
 int find_free_port() {
+  // A port just below the kernel's ephemeral range: ports there are never handed to a bind(0)
+  // or to the local end of an outgoing connection, so the one found stays free until the job's
+  // store binds it. (A port from bind(0) can be taken in between by any process's connection
+  // or by Gloo's pair listeners: seen as a rare "address in use" with tests running in
+  // parallel.) The start is random so concurrent jobs pick different ports.
+  int low = 32768, high = 60999;
+  {
+    std::ifstream range("/proc/sys/net/ipv4/ip_local_port_range");
+    if (!(range >> low >> high)) low = 32768;
+  }
+  const int top = low - 1, bottom = std::max(1024, low - 10000);
+  if (top > bottom) {
+    std::random_device seed;
+    const int span = top - bottom + 1;
+    const int start = static_cast<int>(seed() % static_cast<unsigned>(span));
+    for (int k = 0; k < std::min(span, 200); ++k) {
+      const int port = bottom + (start + k) % span;
+      if (try_bind(port) == port) return port;
+    }
+  }
   const int r = try_bind(0);
   if (r < 0) throw RuntimeError(std::string("cannot find a free TCP port: ") + std::strerror(-r));
   return r;

@@ -11,8 +11,10 @@ namespace stratagem::runtime {
 /// (another job holds it, or it is privileged).
 void check_port_free(int port);
 
-/// A port that is free right now (the kernel's choice); another process may take it before it
-/// is used, which the rendezvous then reports as a port in use.
+/// A port that is free right now, picked at random just below the kernel's ephemeral range
+/// (ip_local_port_range) so that no bind(0) and no outgoing connection takes it before it is
+/// used; the kernel's choice when that range is full. Another job picking the same port is
+/// still possible, and the rendezvous then reports the port in use.
 int find_free_port();
 
 /// Polls until something accepts TCP connections at host:port; false after `timeout` (or when

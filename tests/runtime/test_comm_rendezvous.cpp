@@ -5,6 +5,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
+#include <set>
+
 #include <ATen/Context.h>
 
 #include "engine/runtime/communicator.hpp"
@@ -187,6 +190,20 @@ TEST(Rendezvous, DisagreeingWorldSizesAreReported) {
   const std::string all = joined(errors);
   EXPECT_NE(all.find("rank 1 has WORLD_SIZE=2 but rank 0"), std::string::npos) << all;
   EXPECT_NE(all.find("rank 2 of 3 did not arrive"), std::string::npos) << all;
+}
+
+TEST(Ports, FreePortsComeFromBelowTheEphemeralRangeAndDiffer) {
+  int low = 32768, high = 60999;
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  std::set<int> seen;
+  for (int i = 0; i < 8; ++i) {
+    const int port = runtime::find_free_port();
+    EXPECT_GE(port, 1024);
+    EXPECT_LT(port, low) << "a port the kernel may hand to any connection";
+    runtime::check_port_free(port);  // still free: nothing else takes it
+    seen.insert(port);
+  }
+  EXPECT_GT(seen.size(), 4u) << "concurrent jobs would collide";
 }
 
 TEST(Rendezvous, APortInUseIsNamed) {
