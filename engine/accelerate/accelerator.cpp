@@ -111,32 +111,50 @@ void Accelerator::prepare_model(torch::nn::Module& module,
 void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
                                          std::shared_ptr<torch::optim::Optimizer> optimizer) {
   if (dp_) throw SpecError("prepare", "one model per Accelerator");
-  if (options_.pipeline_stages != env_.world_size) {
+  if (options_.pipeline_stages < 1 || env_.world_size % options_.pipeline_stages != 0) {
     throw SpecError("STRATAGEM_PIPELINE_STAGES",
                     std::to_string(options_.pipeline_stages) + " stages, but the job has " +
                         std::to_string(env_.world_size) +
-                        " processes (one stage per process; no data parallelism across "
-                        "pipelines here)");
+                        " processes (a multiple of the stages: one stage per process, "
+                        "processes / stages data-parallel pipelines)");
   }
   if (options_.mixed_precision == spec::Precision::fp16) {
     throw SpecError("STRATAGEM_MIXED_PRECISION",
                     "fp16 loss scaling is not available with a "
                     "pipeline here; use bf16 or no");
   }
-  if (options_.sharding != spec::Sharding::none) {
-    throw SpecError("STRATAGEM_SHARDING", "a pipeline runs without ZeRO/FSDP sharding here");
+  if (options_.sharding != spec::Sharding::none && options_.sharding != spec::Sharding::zero1) {
+    // As DeepSpeed: a stage accumulates full gradients over its micro-batches, so only the
+    // optimizer states can be sharded (the scenario format refuses the same).
+    throw SpecError(
+        "STRATAGEM_SHARDING",
+        "a pipeline shards only optimizer states (ZeRO-1) over a stage's replicas, not " +
+            std::string(spec::to_string(options_.sharding)));
   }
   pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
-  // The stage's gradients need no data-parallel sync: its buffers live on a one-process world.
-  solo_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
   stage_options_ = options_;
   model_ = model.ptr().get();
   model_name_ = model->name();
-  dp_ = std::make_unique<DataParallel>(*pipeline_->stage_module(), optimizer, *solo_, tracer_,
-                                       stage_options_, device_);
+  if (pipeline_->replicas() == 1) {
+    // One pipeline: the stage's gradients need no sync; its buffers live on a one-process world.
+    solo_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
+    dp_ = std::make_unique<DataParallel>(*pipeline_->stage_module(), optimizer, *solo_, tracer_,
+                                         stage_options_, device_);
+  } else {
+    // Data-parallel pipelines: a stage's replicas average their gradients.
+    dp_ = std::make_unique<DataParallel>(*pipeline_->stage_module(), optimizer, *comm_, tracer_,
+                                         stage_options_, device_, pipeline_->stage_group());
+  }
   optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
   tracer_.memory(dp_->memory());
   mark_s_ = tracer_.now();
+}
+
+int Accelerator::pipeline_replica() const {
+  return pipeline_ ? pipeline_->replica() : 0;
+}
+int Accelerator::pipeline_replicas() const {
+  return pipeline_ ? pipeline_->replicas() : 1;
 }
 
 double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target,

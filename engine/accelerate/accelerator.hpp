@@ -123,7 +123,9 @@ class Accelerator {
   prepare_pipeline(torch::nn::Sequential model, std::shared_ptr<torch::optim::Optimizer> optimizer,
                    std::shared_ptr<DataLoader<Dataset>> loader) {
     prepare_pipeline_model(model, std::move(optimizer));
-    loader->shard(0, 1, false);
+    // Every stage of a pipeline reads the same batches (the first its data, the last its
+    // targets); the pipelines of data parallelism read their own shards.
+    loader->shard(pipeline_replica(), pipeline_replicas(), options_.split_batches);
     loader_ = loader.get();
     return {model, optimizer_, loader};
   }
@@ -207,6 +209,8 @@ class Accelerator {
                      const std::string& name);
   void prepare_pipeline_model(torch::nn::Sequential model,
                               std::shared_ptr<torch::optim::Optimizer> optimizer);
+  int pipeline_replica() const;
+  int pipeline_replicas() const;
   void optimizer_step();
   void optimizer_zero_grad();
   void begin_micro_step();

@@ -16,7 +16,6 @@ namespace {
 
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
-using runtime::GroupSpec;
 using runtime::ReduceOp;
 
 bool same_memory(const at::Tensor& a, const at::Tensor& b) {
@@ -76,16 +75,21 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer_like(
 DataParallel::DataParallel(torch::nn::Module& model,
                            std::shared_ptr<torch::optim::Optimizer> user_optimizer,
                            runtime::Communicator& comm, Tracer& tracer,
-                           const AcceleratorOptions& options, c10::Device device)
+                           const AcceleratorOptions& options, c10::Device device,
+                           runtime::GroupSpec group)
     : model_(model),
       user_(std::move(user_optimizer)),
       comm_(comm),
+      group_(std::move(group)),
       tracer_(tracer),
       options_(options),
       device_(device),
       sharding_(options.sharding),
-      world_(comm.world_size()),
-      rank_(comm.rank()),
+      world_(group_.ranks.empty() ? comm.world_size() : static_cast<int>(group_.ranks.size())),
+      rank_(group_.ranks.empty() ? comm.rank()
+                                 : static_cast<int>(std::find(group_.ranks.begin(),
+                                                              group_.ranks.end(), comm.rank()) -
+                                                    group_.ranks.begin())),
       watcher_(std::make_unique<WorkWatcher>()) {
   using spec::Sharding;
   fsdp_ = sharding_ == Sharding::fsdp_full_shard || sharding_ == Sharding::fsdp_shard_grad_op;
@@ -95,11 +99,13 @@ DataParallel::DataParallel(torch::nn::Module& model,
     throw SpecError("sharding", std::string(spec::to_string(sharding_)) +
                                     " is not available in the Accelerator (use FULL_SHARD)");
   }
-  // Every process starts from rank 0's weights and buffers, as DDP does.
+  if (rank_ >= world_) throw SpecError("group", "this process is not in its data-parallel group");
+  // Every process starts from the group's first rank's weights and buffers, as DDP does.
   {
     at::NoGradGuard no_grad;
-    for (auto& p : model_.parameters()) comm_.broadcast(p.detach(), 0, GroupSpec{})->wait();
-    for (auto& b : model_.buffers()) comm_.broadcast(b.detach(), 0, GroupSpec{})->wait();
+    const int root = group_.ranks.empty() ? 0 : group_.ranks.front();
+    for (auto& p : model_.parameters()) comm_.broadcast(p.detach(), root, group_)->wait();
+    for (auto& b : model_.buffers()) comm_.broadcast(b.detach(), root, group_)->wait();
   }
   if (fsdp_) {
     build_units(model);
@@ -274,12 +280,12 @@ void DataParallel::launch(std::size_t g) {
   if (!sharded_) {
     span = tracer_.begin(result::SpanKind::all_reduce, plan::Stream::collective, G.full_bytes(),
                          static_cast<int>(g));
-    G.work = comm_.all_reduce(G.grad, GroupSpec{}, ReduceOp::sum);
+    G.work = comm_.all_reduce(G.grad, group_, ReduceOp::sum);
   } else {
     span = tracer_.begin(result::SpanKind::reduce_scatter, plan::Stream::collective, G.full_bytes(),
                          static_cast<int>(g));
     G.reduce_out = at::empty({G.shard_numel}, G.grad.options());
-    G.work = comm_.reduce_scatter(G.reduce_out, G.grad, GroupSpec{});
+    G.work = comm_.reduce_scatter(G.reduce_out, G.grad, group_);
   }
   watcher_->push(G.work, [this, span] { tracer_.end(span); });
 }
@@ -329,7 +335,7 @@ bool DataParallel::found_inf() {
     if (g.defined())
       flag = at::maximum(flag, g.isfinite().logical_not().any().to(at::kFloat).reshape({1}));
   }
-  comm_.all_reduce(flag, GroupSpec{}, ReduceOp::max)->wait();
+  comm_.all_reduce(flag, group_, ReduceOp::max)->wait();
   return flag.item<float>() > 0;
 }
 
@@ -372,7 +378,7 @@ void DataParallel::gather_all() {
     const int span =
         tracer_.begin(result::SpanKind::all_gather, plan::Stream::collective, G.full_bytes(),
                       static_cast<int>(g), plan::CommPurpose::param_gather);
-    watcher_->push(comm_.all_gather(G.flat, G.shard.detach(), GroupSpec{}),
+    watcher_->push(comm_.all_gather(G.flat, G.shard.detach(), group_),
                    [this, span] { tracer_.end(span); });
   }
   watcher_->drain();

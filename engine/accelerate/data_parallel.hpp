@@ -34,9 +34,11 @@ namespace stratagem::accelerate {
 
 class DataParallel {
  public:
+  /// Data parallelism over `group` of `comm` (empty: every process), e.g. one pipeline
+  /// stage's replicas.
   DataParallel(torch::nn::Module& model, std::shared_ptr<torch::optim::Optimizer> user_optimizer,
                runtime::Communicator& comm, Tracer& tracer, const AcceleratorOptions& options,
-               c10::Device device);
+               c10::Device device, runtime::GroupSpec group = {});
   ~DataParallel();
 
   /// Before loss.backward(): `sync` is false on accumulation micro-steps (no communication).
@@ -77,6 +79,7 @@ class DataParallel {
   std::shared_ptr<torch::optim::Optimizer> user_;
   std::unique_ptr<torch::optim::Optimizer> inner_;  ///< sharded strategies
   runtime::Communicator& comm_;
+  runtime::GroupSpec group_;
   Tracer& tracer_;
   const AcceleratorOptions& options_;
   c10::Device device_;

@@ -31,8 +31,15 @@ Pipeline::Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tra
       tracer_(tracer),
       options_(options),
       device_(device),
-      stage_(comm.rank()),
-      stages_(comm.world_size()) {
+      stages_(std::max(1, options.pipeline_stages)) {
+  if (comm.world_size() % stages_ != 0) {
+    throw SpecError("STRATAGEM_PIPELINE_STAGES",
+                    std::to_string(stages_) + " stages do not divide the job's " +
+                        std::to_string(comm.world_size()) + " processes");
+  }
+  dp_ = comm.world_size() / stages_;
+  stage_ = comm.rank() / dp_;
+  replica_ = comm.rank() % dp_;
   const int layers = static_cast<int>(model_->size());
   if (layers < stages_) {
     throw SpecError("STRATAGEM_PIPELINE_STAGES", std::to_string(stages_) +
@@ -78,6 +85,12 @@ Pipeline::Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tra
   }
 }
 
+runtime::GroupSpec Pipeline::stage_group() const {
+  runtime::GroupSpec g;
+  for (int j = 0; j < dp_; ++j) g.ranks.push_back(stage_ * dp_ + j);
+  return g;
+}
+
 std::uint32_t Pipeline::tag(int mb, int kind) const {
   return static_cast<std::uint32_t>((step_ % 4096) * 4096 + mb * 4 + kind);
 }
@@ -113,10 +126,10 @@ double Pipeline::run(const at::Tensor& data, const at::Tensor& target, const Los
   dp.before_backward(true);
   dp.after_backward();
   ++step_;
-  // The last stage knows the loss; everyone returns it.
-  at::Tensor loss = at::tensor({loss_sum_}, at::kDouble).to(device_);
-  comm_.broadcast(loss, stages_ - 1, runtime::GroupSpec{})->wait();
-  return loss.cpu().item<double>();
+  // The last stage of each replica knows its loss; everyone returns their mean.
+  at::Tensor loss = at::tensor({stage_ == stages_ - 1 ? loss_sum_ : 0.0}, at::kDouble).to(device_);
+  comm_.all_reduce(loss, runtime::GroupSpec{}, runtime::ReduceOp::sum)->wait();
+  return loss.cpu().item<double>() / dp_;
 }
 
 void Pipeline::forward(int mb, int micro_batches, const std::vector<at::Tensor>& data,
@@ -127,7 +140,7 @@ void Pipeline::forward(int mb, int micro_batches, const std::vector<at::Tensor>&
   } else {
     at::Tensor header = at::empty({kHeader}, at::TensorOptions().dtype(at::kLong).device(device_));
     const int span = tracer_.begin(result::SpanKind::recv, plan::Stream::p2p);
-    comm_.recv(header, stage_ - 1, tag(mb, kHeaderMsg))->wait();
+    comm_.recv(header, comm_.rank() - dp_, tag(mb, kHeaderMsg))->wait();
     header = header.cpu();
     std::vector<std::int64_t> shape;
     for (int d = 0; d < header[0].item<std::int64_t>(); ++d) {
@@ -135,7 +148,7 @@ void Pipeline::forward(int mb, int micro_batches, const std::vector<at::Tensor>&
     }
     const auto dtype = static_cast<at::ScalarType>(header[kMaxDims + 1].item<std::int64_t>());
     x = at::empty(shape, at::TensorOptions().dtype(dtype).device(device_));
-    comm_.recv(x, stage_ - 1, tag(mb, kActivation))->wait();
+    comm_.recv(x, comm_.rank() - dp_, tag(mb, kActivation))->wait();
     tracer_.end(span);
     x.requires_grad_(true);
   }
@@ -155,11 +168,11 @@ void Pipeline::forward(int mb, int micro_batches, const std::vector<at::Tensor>&
     for (int d = 0; d < y.dim(); ++d) header[d + 1] = y.size(d);
     header[kMaxDims + 1] = static_cast<std::int64_t>(y.scalar_type());
     keep_.push_back(header.to(device_));
-    sends_.push_back(comm_.send(keep_.back(), stage_ + 1, tag(mb, kHeaderMsg)));
+    sends_.push_back(comm_.send(keep_.back(), comm_.rank() + dp_, tag(mb, kHeaderMsg)));
     keep_.push_back(y.detach().contiguous());
     const int s = tracer_.begin(result::SpanKind::send, plan::Stream::p2p,
                                 static_cast<double>(keep_.back().nbytes()));
-    sends_.push_back(comm_.send(keep_.back(), stage_ + 1, tag(mb, kActivation)));
+    sends_.push_back(comm_.send(keep_.back(), comm_.rank() + dp_, tag(mb, kActivation)));
     tracer_.end(s);
   }
 }
@@ -171,13 +184,13 @@ void Pipeline::backward(int mb) {
     y.backward();
   } else {
     at::Tensor g = at::empty_like(y);
-    comm_.recv(g, stage_ + 1, tag(mb, kGradient))->wait();
+    comm_.recv(g, comm_.rank() + dp_, tag(mb, kGradient))->wait();
     y.backward(g);
   }
   tracer_.end(span);
   if (stage_ > 0) {
     keep_.push_back(inputs_[static_cast<std::size_t>(mb)].grad().contiguous());
-    sends_.push_back(comm_.send(keep_.back(), stage_ - 1, tag(mb, kGradient)));
+    sends_.push_back(comm_.send(keep_.back(), comm_.rank() - dp_, tag(mb, kGradient)));
   }
   inputs_[static_cast<std::size_t>(mb)] = at::Tensor();
   y = at::Tensor();

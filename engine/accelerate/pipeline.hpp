@@ -7,7 +7,10 @@
 // Activations travel with a small header (rank, shape, dtype), so stages need not know each
 // other's shapes. Gradients accumulate over the micro-batches in the stage's flat buffers;
 // the loss of each micro-batch is divided by their number, so a step equals one over the
-// whole batch. Data parallelism across pipelines is not combined with it here (dp = 1).
+// whole batch. With more processes than stages, dp = processes / stages pipelines run side by
+// side (DeepSpeed's data-parallel pipelines): process r is stage r / dp of replica r % dp,
+// sends to r ± dp, and the replicas of a stage average their gradients (DataParallel over the
+// stage's group) before the optimizer step.
 #include <functional>
 #include <vector>
 
@@ -25,13 +28,18 @@ using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tens
 
 class Pipeline {
  public:
-  /// Splits `model` over the communicator's processes (SpecError when there are more
-  /// processes than layers) and frees the parameters of the other stages.
+  /// Splits `model` into options.pipeline_stages stages over the communicator's processes
+  /// (SpecError when there are more stages than layers, or the processes are not a multiple
+  /// of the stages) and frees the parameters of the other stages.
   Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tracer& tracer,
            const AcceleratorOptions& options, c10::Device device);
 
   int stage() const { return stage_; }
   int stages() const { return stages_; }
+  int replicas() const { return dp_; }
+  int replica() const { return replica_; }
+  /// The processes holding this stage, one per replica: the data-parallel group.
+  runtime::GroupSpec stage_group() const;
   /// This process's layers [begin, end) of the Sequential, as a Sequential sharing them.
   torch::nn::Sequential& stage_module() { return stage_module_; }
   std::pair<int, int> layers() const { return {begin_, end_}; }
@@ -52,7 +60,7 @@ class Pipeline {
   Tracer& tracer_;
   const AcceleratorOptions& options_;
   c10::Device device_;
-  int stage_ = 0, stages_ = 1, begin_ = 0, end_ = 0;
+  int stage_ = 0, stages_ = 1, dp_ = 1, replica_ = 0, begin_ = 0, end_ = 0;
   std::int64_t step_ = 0;
   std::vector<at::Tensor> inputs_, outputs_;
   std::vector<runtime::WorkPtr> sends_;

@@ -288,6 +288,55 @@ TEST_P(Pipelines, TwoStagesLoseLikeOneProcess) {
 
 INSTANTIATE_TEST_SUITE_P(Schedules, Pipelines, ::testing::Values("gpipe", "1f1b"));
 
+class DataParallelPipelines : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(DataParallelPipelines, TwoPipelinesLoseLikeOneProcess) {
+  // 4 processes, 2 stages: two pipelines, each on half of every global batch of 16
+  // (split_batches), their stages averaging gradients (or reduce-scattering them and stepping
+  // optimizer shards with ZeRO). Process r is stage r / 2 of replica r % 2.
+  TempDir dir;
+  const Job one = launch("", "--num_processes 1", "--pipeline 1 --steps 4 --batch 16");
+  ASSERT_EQ(one.code, 0) << one.output;
+  const Job four =
+      launch("STRATAGEM_PIPELINE_MICRO_BATCHES=2 STRATAGEM_SPLIT_BATCHES=1",
+             "--num_processes 4 --pipeline_stages 2 --pipeline_schedule 1f1b " + GetParam(),
+             "--pipeline 1 --steps 4 --batch 16 --trace " + (dir / "dp.json"));
+  ASSERT_EQ(four.code, 0) << four.output;
+  const auto a = losses(one.output), b = losses(four.output);
+  ASSERT_EQ(a.size(), 4u) << one.output;
+  ASSERT_EQ(b.size(), 4u) << four.output;
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  const result::RunResult res = result::load_result(dir / "dp.json");
+  ASSERT_EQ(res.ranks.size(), 4u);
+  for (int r = 0; r < 4; ++r) {
+    int sends = 0, recvs = 0;
+    for (const auto& s : res.ranks[r].spans) {
+      sends += s.kind == result::SpanKind::send;
+      recvs += s.kind == result::SpanKind::recv;
+    }
+    // Stage 0 (ranks 0, 1) sends each of its 2 micro-batches; stage 1 (ranks 2, 3) receives.
+    EXPECT_EQ(sends, r < 2 ? 2 : 0) << "rank " << r;
+    EXPECT_EQ(recvs, r < 2 ? 0 : 2) << "rank " << r;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Sharding, DataParallelPipelines,
+                         ::testing::Values("--sharding ddp", "--zero_stage 1"));
+
+TEST(Accelerate, PipelinesShardOnlyOptimizerStates) {
+  for (const std::string flag : {"--use_fsdp", "--zero_stage 2"}) {
+    const Job r = launch("", "--num_processes 2 --pipeline_stages 2 " + flag, "--pipeline 1");
+    EXPECT_NE(r.code, 0) << flag;
+    EXPECT_NE(r.output.find("STRATAGEM_SHARDING"), std::string::npos) << flag << r.output;
+  }
+}
+
+TEST(Accelerate, PipelineStagesMustDivideTheProcesses) {
+  const Job r = launch("", "--num_processes 3 --pipeline_stages 2", "--pipeline 1 --steps 1");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("STRATAGEM_PIPELINE_STAGES"), std::string::npos) << r.output;
+}
+
 // ---- overlap, failures, fp16, state, trace ------------------------------------------------
 
 TEST(Accelerate, FirstBucketAllReduceStartsBeforeBackwardEnds) {
