@@ -118,11 +118,6 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
                         " processes (a multiple of the stages: one stage per process, "
                         "processes / stages data-parallel pipelines)");
   }
-  if (options_.mixed_precision == spec::Precision::fp16) {
-    throw SpecError("STRATAGEM_MIXED_PRECISION",
-                    "fp16 loss scaling is not available with a "
-                    "pipeline here; use bf16 or no");
-  }
   if (options_.sharding != spec::Sharding::none && options_.sharding != spec::Sharding::zero1) {
     // As DeepSpeed: a stage accumulates full gradients over its micro-batches, so only the
     // optimizer states can be sharded (the scenario format refuses the same).
@@ -163,7 +158,7 @@ double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target
   sync_ = true;
   ++micro_step_;
   if (loader_) samples_per_step_ += loader_->local_batch_size();
-  const double loss = pipeline_->run(data, target, loss_fn, *dp_);
+  const double loss = pipeline_->run(data, target, loss_fn, *dp_, loss_scale());
   step_loss_ += loss;
   mark_s_ = tracer_.now();
   return loss;
@@ -231,7 +226,13 @@ void Accelerator::optimizer_step() {
   skipped_ = false;
   if (scaler_) {
     const double scale = scaler_->scale();
-    const bool overflow = dp_->found_inf();
+    bool overflow = dp_->found_inf();
+    if (pipeline_) {
+      // Each stage saw only its own gradients: every process skips if any stage overflowed.
+      at::Tensor f = at::tensor({overflow ? 1.0 : 0.0}, at::kDouble).to(device_);
+      comm_->all_reduce(f, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+      overflow = f.cpu().item<double>() > 0;
+    }
     scaler_->update(overflow);
     if (overflow) {
       skipped_ = true;

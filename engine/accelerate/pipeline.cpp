@@ -96,7 +96,8 @@ std::uint32_t Pipeline::tag(int mb, int kind) const {
 }
 
 double Pipeline::run(const at::Tensor& data, const at::Tensor& target, const LossFn& loss_fn,
-                     DataParallel& dp) {
+                     DataParallel& dp, double loss_scale) {
+  loss_scale_ = loss_scale;
   const int m = options_.pipeline_micro_batches > 0 ? options_.pipeline_micro_batches : stages_;
   if (data.size(0) % m != 0) {
     throw SpecError("STRATAGEM_PIPELINE_MICRO_BATCHES",
@@ -181,7 +182,7 @@ void Pipeline::backward(int mb) {
   at::Tensor& y = outputs_[static_cast<std::size_t>(mb)];
   const int span = tracer_.begin(result::SpanKind::backward, plan::Stream::compute);
   if (stage_ == stages_ - 1) {
-    y.backward();
+    (loss_scale_ != 1.0 ? y * loss_scale_ : y).backward();
   } else {
     at::Tensor g = at::empty_like(y);
     comm_.recv(g, comm_.rank() + dp_, tag(mb, kGradient))->wait();

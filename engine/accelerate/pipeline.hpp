@@ -45,9 +45,10 @@ class Pipeline {
   std::pair<int, int> layers() const { return {begin_, end_}; }
 
   /// Forward and backward of every micro-batch of (data, target); gradients accumulate into
-  /// `dp`'s buffers. Returns the batch's mean loss, on every process.
+  /// `dp`'s buffers, multiplied by `loss_scale` (fp16: the last stage scales its loss before
+  /// backward). Returns the batch's mean loss (unscaled), on every process.
   double run(const at::Tensor& data, const at::Tensor& target, const LossFn& loss_fn,
-             DataParallel& dp);
+             DataParallel& dp, double loss_scale = 1.0);
 
  private:
   void forward(int mb, int micro_batches, const std::vector<at::Tensor>& data,
@@ -66,6 +67,7 @@ class Pipeline {
   std::vector<runtime::WorkPtr> sends_;
   std::vector<at::Tensor> keep_;  ///< tensors being sent
   double loss_sum_ = 0;
+  double loss_scale_ = 1.0;
 };
 
 }  // namespace stratagem::accelerate

@@ -331,6 +331,29 @@ TEST(Accelerate, PipelinesShardOnlyOptimizerStates) {
   }
 }
 
+TEST(Accelerate, Fp16PipelinesScaleTheLossAndSkipOverflowsOnEveryStage) {
+  const Job one =
+      launch("", "--num_processes 1 --mixed_precision fp16", "--pipeline 1 --steps 4 --batch 16");
+  ASSERT_EQ(one.code, 0) << one.output;
+  const Job two = launch("STRATAGEM_PIPELINE_MICRO_BATCHES=4",
+                         "--num_processes 2 --pipeline_stages 2 --mixed_precision fp16",
+                         "--pipeline 1 --steps 4 --batch 16");
+  ASSERT_EQ(two.code, 0) << two.output;
+  const auto a = losses(one.output), b = losses(two.output);
+  ASSERT_EQ(a.size(), 4u) << one.output;
+  ASSERT_EQ(b.size(), 4u) << two.output;
+  for (std::size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-5) << "step " << i + 1;
+  // An inf loss on the last stage: both stages skip the step (hysteresis 2 keeps the scale).
+  const Job inf = launch("", "--num_processes 2 --pipeline_stages 2 --mixed_precision fp16",
+                         "--pipeline 1 --steps 3 --batch 16 --inf_step 1");
+  ASSERT_EQ(inf.code, 0) << inf.output;
+  EXPECT_NE(inf.output.find("skipped step 1 (loss scale now 65536)"), std::string::npos)
+      << inf.output;
+  const auto c = losses(inf.output);
+  ASSERT_EQ(c.size(), 3u) << inf.output;
+  EXPECT_TRUE(std::isfinite(c[2])) << inf.output;
+}
+
 TEST(Accelerate, PipelineStagesMustDivideTheProcesses) {
   const Job r = launch("", "--num_processes 3 --pipeline_stages 2", "--pipeline 1 --steps 1");
   EXPECT_NE(r.code, 0);

@@ -75,13 +75,19 @@ int main(int argc, char** argv) {
     auto data = stratagem::accelerate::make_data_loader(
         Data(), {.batch_size = batch, .shuffle = true, .seed = 7});
     auto [model, optimizer, loader] = acc.prepare_pipeline(seq, adam, data);
-    auto ce = [](const at::Tensor& out, const at::Tensor& y) {
-      return torch::nn::functional::cross_entropy(out, y);
+    auto ce = [&](const at::Tensor& out, const at::Tensor& y) {
+      auto loss = torch::nn::functional::cross_entropy(out, y);
+      if (acc.optimizer_steps() == inf_step) loss = loss * std::numeric_limits<float>::infinity();
+      return loss;
     };
     for (auto& b : *loader) {
       optimizer->zero_grad();
       const double loss = acc.train_batch(b.data, b.target, ce);
+      const auto before = acc.optimizer_steps();
       optimizer->step();
+      if (acc.optimizer_step_was_skipped()) {
+        acc.print("skipped step ", before, " (loss scale now ", acc.loss_scale(), ")");
+      }
       char line[64];
       std::snprintf(line, sizeof line, "step %lld loss %.9f",
                     static_cast<long long>(acc.optimizer_steps()), loss);
