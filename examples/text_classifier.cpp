@@ -47,18 +47,18 @@ struct TextClassifierImpl : torch::nn::Module {
   TextClassifierImpl()
       : tokens(register_module("tokens", torch::nn::Embedding(kVocab, kHidden))),
         positions(register_module("positions", torch::nn::Embedding(kSeq, kHidden))),
-        layers(register_module("layers", torch::nn::ModuleList())),
+        layers(register_module("layers", torch::nn::Sequential())),
         classifier(register_module("classifier", torch::nn::Linear(kHidden, 2))) {
     for (int i = 0; i < kLayers; ++i) layers->push_back(EncoderLayer());
   }
   torch::Tensor forward(torch::Tensor ids) {  // [batch, seq]
     auto pos = torch::arange(kSeq, ids.options());
     auto x = (tokens->forward(ids) + positions->forward(pos)).transpose(0, 1);
-    for (const auto& layer : *layers) x = layer->as<EncoderLayerImpl>()->forward(x);
+    x = layers->forward(x);  // a Sequential: FULL_SHARD gathers and frees each layer in turn
     return classifier->forward(x.mean(0));
   }
   torch::nn::Embedding tokens, positions;
-  torch::nn::ModuleList layers;
+  torch::nn::Sequential layers;
   torch::nn::Linear classifier;
 };
 TORCH_MODULE(TextClassifier);

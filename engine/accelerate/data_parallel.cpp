@@ -5,6 +5,8 @@
 #include <map>
 
 #include <ATen/ATen.h>
+#include <torch/nn/modules/container/any.h>
+#include <torch/nn/modules/container/sequential.h>
 #include <torch/optim.h>
 
 #include "engine/runtime/torch_compat.hpp"
@@ -186,6 +188,7 @@ void DataParallel::build_units(torch::nn::Module& model) {
   // Units by type name, else by size (bottom-up: a module whose not-yet-wrapped parameters
   // reach the threshold is a unit); the rest is the root unit, gathered like the others.
   std::vector<std::pair<std::string, std::vector<at::Tensor>>> units;
+  std::vector<const void*> unit_modules;
   std::function<std::vector<at::Tensor>(const std::string&, torch::nn::Module&, bool)> visit;
   visit = [&](const std::string& path, torch::nn::Module& m, bool is_root) {
     bool by_type = false;
@@ -205,13 +208,18 @@ void DataParallel::build_units(torch::nn::Module& model) {
                          n >= options_.fsdp_min_num_params;
     if (!is_root && (by_type || by_size) && !left.empty()) {
       units.emplace_back(path + " (" + m.name() + ")", std::move(left));
+      unit_modules.push_back(&m);
       return std::vector<at::Tensor>{};
     }
     return left;
   };
   auto root = visit("", model, true);
-  if (!root.empty()) units.emplace_back("root", std::move(root));
-  for (auto& [name, params] : units) {
+  if (!root.empty()) {
+    units.emplace_back("root", std::move(root));
+    unit_modules.push_back(nullptr);
+  }
+  for (std::size_t u = 0; u < units.size(); ++u) {
+    auto& [name, params] = units[u];
     const int pg = param_group_of(params.front());
     for (auto& p : params) {
       if (param_group_of(p) != pg) {
@@ -224,9 +232,84 @@ void DataParallel::build_units(torch::nn::Module& model) {
     FlatGroup G;
     G.name = name;
     G.param_group = pg;
+    G.module = unit_modules[u];
     G.build(std::move(params), world_, rank_, device_);
     groups_.push_back(std::move(G));
   }
+  if (sharding_ == spec::Sharding::fsdp_full_shard) wrap_sequential_units(model);
+}
+
+namespace {
+
+// A FULL_SHARD unit's place in its Sequential: gathered before, freed after its forward.
+class FsdpForwardImpl : public torch::nn::Module {
+ public:
+  FsdpForwardImpl(torch::nn::AnyModule inner, DataParallel* dp, std::size_t unit, std::string name)
+      : inner_(std::move(inner)), dp_(dp), unit_(unit), name_(std::move(name)) {}
+  at::Tensor forward(at::Tensor x) {
+    dp_->gather_unit(unit_);
+    at::Tensor y;
+    try {
+      y = inner_.forward<at::Tensor>(std::move(x));
+    } catch (const c10::Error& e) {
+      throw SpecError("FSDP unit " + name_,
+                      "an element of a torch::nn::Sequential must take and return one tensor to "
+                      "be gathered during the forward: " +
+                          std::string(e.what_without_backtrace()));
+    }
+    dp_->after_unit_forward(unit_, y);
+    return y;
+  }
+
+ private:
+  torch::nn::AnyModule inner_;
+  DataParallel* dp_;
+  std::size_t unit_;
+  std::string name_;
+};
+
+}  // namespace
+
+void DataParallel::wrap_sequential_units(torch::nn::Module& model) {
+  std::function<void(torch::nn::Module&)> walk = [&](torch::nn::Module& m) {
+    if (auto* seq = dynamic_cast<torch::nn::SequentialImpl*>(&m)) {
+      for (auto it = seq->begin(); it != seq->end(); ++it) {
+        const void* child = it->ptr().get();
+        for (std::size_t g = 0; g < groups_.size(); ++g) {
+          FlatGroup& G = groups_[g];
+          if (G.module != child || G.forward_managed) continue;
+          G.forward_managed = true;
+          // The Sequential's registered child stays the unit (its parameters, its name); only
+          // the entry its forward calls changes.
+          *it = torch::nn::AnyModule(std::make_shared<FsdpForwardImpl>(*it, this, g, G.name));
+        }
+      }
+    }
+    for (auto& c : m.children()) walk(*c);
+  };
+  walk(model);
+}
+
+void DataParallel::gather_unit(std::size_t g) {
+  FlatGroup& G = groups_[g];
+  if (G.gathered) return;
+  at::NoGradGuard no_grad;
+  G.allocate_full();
+  const int span =
+      tracer_.begin(result::SpanKind::all_gather, plan::Stream::collective, G.full_bytes(),
+                    static_cast<int>(g), plan::CommPurpose::param_gather);
+  comm_.all_gather(G.flat, G.shard.detach(), group_)->wait();
+  tracer_.end(span);
+  tracer_.memory(memory());
+}
+
+void DataParallel::after_unit_forward(std::size_t g, const at::Tensor& output) {
+  if (output.requires_grad() && at::GradMode::is_enabled()) {
+    // Runs when the output's gradient is complete, before the unit's own backward.
+    output.register_hook([this, g](const at::Tensor&) { gather_unit(g); });
+  }
+  groups_[g].free_full();
+  tracer_.memory(memory());
 }
 
 void DataParallel::before_backward(bool sync) {
@@ -236,7 +319,7 @@ void DataParallel::before_backward(bool sync) {
     G.launched = false;
     // FULL_SHARD after a no-sync micro-step or a forward without a step: make sure the
     // parameters are there for the backward (gathered right after the last step).
-    if (fsdp_ && !G.gathered) {
+    if (fsdp_ && !G.gathered && !G.forward_managed) {
       throw RuntimeError("FSDP unit " + G.name +
                          " has no gathered parameters for this backward (two backwards over one "
                          "forward?)");

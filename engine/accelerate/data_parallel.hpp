@@ -13,7 +13,11 @@
 //    gradients reduce-scattered per unit, optimizer on shards. FULL_SHARD frees a unit's
 //    gathered parameters as soon as its gradients are done in backward, SHARD_GRAD_OP after
 //    the backward; both gather them again after the optimizer step (LibTorch modules have no
-//    forward pre-hooks, so the gather for the next forward is issued there).
+//    forward pre-hooks, so the gather for the next forward is issued there). FULL_SHARD units
+//    that are elements of a torch::nn::Sequential (anywhere in the model) are also freed
+//    during the forward: their Sequential entry is replaced by a wrapper that gathers the unit
+//    if needed, runs it, frees it, and hooks its output so the unit is gathered again just
+//    before its backward — PyTorch FSDP's pre-forward / post-forward / pre-backward.
 // Every shard update equals the matching slice of the full update: the optimizers are
 // element-wise, and the padding stays zero.
 #include <array>
@@ -65,11 +69,15 @@ class DataParallel {
   /// Bytes per tensor class now (params, grads, optimizer, gathered_params, comm_buckets).
   std::array<double, plan::kTensorClassCount> memory() const;
   const std::vector<FlatGroup>& groups() const { return groups_; }
+  /// FULL_SHARD units in a Sequential (the forward wrapper's calls).
+  void gather_unit(std::size_t g);
+  void after_unit_forward(std::size_t g, const at::Tensor& output);
   bool sharded() const { return sharded_; }
 
  private:
   void build_buckets(torch::nn::Module& model);
   void build_units(torch::nn::Module& model);
+  void wrap_sequential_units(torch::nn::Module& model);
   void on_grad(std::size_t g, std::size_t i);
   void launch(std::size_t g);
   void gather_all();

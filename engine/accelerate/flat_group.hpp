@@ -28,6 +28,10 @@ struct FlatGroup {
   at::Tensor shard;       ///< [shard_numel] this rank's parameters (sharded strategies)
   at::Tensor grad_shard;  ///< [shard_numel] this rank's averaged gradients
   bool gathered = true;   ///< `flat` holds the full parameters now
+  /// FSDP: the unit's module (identity only), and whether its forward runs through a
+  /// gathering wrapper (it is an element of a torch::nn::Sequential).
+  const void* module = nullptr;
+  bool forward_managed = false;
 
   // One backward's progress (reset by the accelerator).
   int ready = 0;

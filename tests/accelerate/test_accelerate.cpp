@@ -170,6 +170,7 @@ struct Case {
   const char* name;
   const char* flags;
   int batch;  ///< global batch per micro-step (accumulation halves it: same samples per step)
+  const char* program_flags = "";
 };
 
 class TwoProcesses : public ::testing::TestWithParam<Case> {};
@@ -181,7 +182,8 @@ TEST_P(TwoProcesses, SameParametersAsOneProcessAfterFiveSteps) {
   const std::string out = dir / "two.bin";
   const Case c = GetParam();
   const Job r = launch(kSplit, std::string("--num_processes 2 ") + c.flags,
-                       "--steps 5 --batch " + std::to_string(c.batch) + " --out " + out);
+                       std::string(c.program_flags) + " --steps 5 --batch " +
+                           std::to_string(c.batch) + " --out " + out);
   ASSERT_EQ(r.code, 0) << r.output;
   EXPECT_LT(max_abs_diff(read_floats(out), ref), 1e-5) << c.flags;
 }
@@ -196,7 +198,13 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"ShardGradOp", "--fsdp_sharding_strategy SHARD_GRAD_OP --fsdp_min_num_params 1000",
              16},
         Case{"DDPAccumulation", "--sharding ddp --gradient_accumulation_steps 2", 8},
-        Case{"FullShardAccumulation", "--use_fsdp --gradient_accumulation_steps 2", 8}),
+        Case{"FullShardAccumulation", "--use_fsdp --gradient_accumulation_steps 2", 8},
+        // The blocks in a Sequential: freed during the forward too.
+        Case{
+            "FullShardSequentialAccumulation",
+            "--use_fsdp --fsdp_transformer_layer_cls_to_wrap Block --gradient_accumulation_steps 2",
+            8, "--seq 1"},
+        Case{"DDPSequential", "--sharding ddp", 16, "--seq 1"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Accelerate, AccelerateConfigFileSetsTheJobAndStrategy) {
@@ -247,6 +255,42 @@ TEST(Accelerate, AccelerateConfigFileSetsTheJobAndStrategy) {
   const Job b = launch("", "--config_file " + (dir / "bad.yaml"), "");
   EXPECT_EQ(b.code, 2) << b.output;
   EXPECT_NE(b.output.find("bad.yaml:3:18: mixed_precision"), std::string::npos) << b.output;
+}
+
+TEST(Accelerate, FullShardFreesSequentialUnitsDuringTheForward) {
+  // The blocks in a Sequential: each is gathered just before its forward and freed after it,
+  // gathered again just before its backward; the result still equals one process.
+  TempDir dir;
+  const auto ref = reference_params(dir);
+  ASSERT_FALSE(ref.empty());
+  const Job r = launch(
+      kSplit,
+      "--num_processes 2 --fsdp_sharding_strategy FULL_SHARD "
+      "--fsdp_transformer_layer_cls_to_wrap Block",
+      "--seq 1 --steps 5 --batch 16 --out " + (dir / "seq.bin") + " --trace " + (dir / "seq.json"));
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_LT(max_abs_diff(read_floats(dir / "seq.bin"), ref), 1e-5);
+  const result::RunResult res = result::load_result(dir / "seq.json");
+  const auto& rank = res.ranks.at(0);
+  double fwd_begin = -1, fwd_end = -1;
+  int gathers = 0;
+  for (const auto& s : rank.spans) {
+    if (s.kind == result::SpanKind::forward) fwd_begin = s.start_s, fwd_end = s.end_s;
+    gathers += s.kind == result::SpanKind::all_gather;
+  }
+  ASSERT_GT(fwd_end, fwd_begin);
+  // Per step: the root and three blocks after the optimizer, and each block once more before
+  // its backward.
+  EXPECT_EQ(gathers, 4 + 3) << "all-gathers in the traced step";
+  const int gathered = static_cast<int>(plan::TensorClass::gathered_params);
+  double hi = 0, at_forward_end = -1;
+  for (std::size_t i = 0; i < rank.memory.time_s.size(); ++i) {
+    hi = std::max(hi, rank.memory.bytes[i][gathered]);
+    if (rank.memory.time_s[i] <= fwd_end) at_forward_end = rank.memory.bytes[i][gathered];
+  }
+  // At the end of the forward only the root unit (stem, head) is still gathered.
+  ASSERT_GE(at_forward_end, 0);
+  EXPECT_LT(at_forward_end, hi / 2) << "blocks freed during the forward";
 }
 
 // Every "step N loss X" line's X, in order.

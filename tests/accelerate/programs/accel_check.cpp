@@ -4,6 +4,7 @@
 //   --steps N --batch B --out params.bin (main process writes the final parameters, fp32)
 //   --trace result.json --export scenario.json --save_dir D --save_at S --resume D
 //   --throw_rank R --throw_step S (fault injection) --inf_step S (an inf loss on rank 0)
+//   --seq 1 (the blocks in a torch::nn::Sequential)
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -27,19 +28,29 @@ struct BlockImpl : torch::nn::Module {
 };
 TORCH_MODULE(Block);
 
+// Three blocks as members (`seq` false) or in a torch::nn::Sequential (FSDP can then free
+// them during the forward); the same parameters in the same order either way.
 struct NetImpl : torch::nn::Module {
-  NetImpl()
-      : stem(register_module("stem", torch::nn::Linear(8, 32))),
-        b1(register_module("b1", Block())),
-        b2(register_module("b2", Block())),
-        b3(register_module("b3", Block())),
-        head(register_module("head", torch::nn::Linear(32, 4))) {}
+  explicit NetImpl(bool seq = false) : stem(register_module("stem", torch::nn::Linear(8, 32))) {
+    if (seq) {
+      for (int i = 0; i < 3; ++i) blocks->push_back(Block());
+      register_module("blocks", blocks);
+    } else {
+      b1 = register_module("b1", Block());
+      b2 = register_module("b2", Block());
+      b3 = register_module("b3", Block());
+    }
+    head = register_module("head", torch::nn::Linear(32, 4));
+  }
   torch::Tensor forward(torch::Tensor x) {
-    return head->forward(b3->forward(b2->forward(b1->forward(stem->forward(x)))));
+    x = stem->forward(x);
+    x = blocks->size() > 0 ? blocks->forward(x) : b3->forward(b2->forward(b1->forward(x)));
+    return head->forward(x);
   }
   torch::nn::Linear stem;
-  Block b1, b2, b3;
-  torch::nn::Linear head;
+  Block b1{nullptr}, b2{nullptr}, b3{nullptr};
+  torch::nn::Sequential blocks;
+  torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(Net);
 
@@ -98,7 +109,7 @@ int main(int argc, char** argv) {
     acc.print("done");
     return 0;
   }
-  Net model;
+  Net model(flags.count("--seq") > 0);
   auto adam =
       std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   auto data = stratagem::accelerate::make_data_loader(
