@@ -87,26 +87,7 @@ std::map<std::string, spec::MeasuredUnits> pooled_units(
   }
   std::map<std::string, spec::MeasuredUnits> out;
   for (const auto& [shape, list] : by_shape) {
-    spec::MeasuredUnits m;
-    m.shape = shape;
-    const double n = static_cast<double>(list.size());
-    double mean_block = 0, within = 0, between = 0;
-    for (const auto& u : list) {
-      m.embedding_forward += u.embedding_forward / n;
-      m.embedding_backward += u.embedding_backward / n;
-      m.block_forward += u.block_forward / n;
-      m.block_backward += u.block_backward / n;
-      m.head_forward += u.head_forward / n;
-      m.head_backward += u.head_backward / n;
-      m.optimizer_per_param += u.optimizer_per_param / n;
-      const double block = u.block_forward + u.block_backward;
-      mean_block += block / n;
-      within += (u.jitter_cv * block) * (u.jitter_cv * block) / n;
-      between += (u.rank_cv * block) * (u.rank_cv * block) / n;
-    }
-    m.jitter_cv = mean_block > 0 ? std::sqrt(within) / mean_block : 0;
-    m.rank_cv = mean_block > 0 ? std::sqrt(between) / mean_block : 0;
-    out[shape] = m;
+    out[shape] = spec::average_units(list, /*between_is_rank=*/false);
   }
   return out;
 }

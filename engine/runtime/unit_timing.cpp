@@ -9,7 +9,6 @@
 
 #include "engine/plan/builder.hpp"
 #include "engine/result/metrics.hpp"
-#include "engine/runtime/commbench.hpp"
 #include "engine/runtime/communicator.hpp"
 #include "engine/runtime/device_bench.hpp"
 #include "engine/runtime/executor_state.hpp"
@@ -132,21 +131,33 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
 spec::MeasuredUnits measure_units_on_all_ranks(const spec::Scenario& scenario, Communicator& comm,
                                                const c10::Device& device, int repetitions) {
   comm.barrier({});
-  spec::MeasuredUnits m = measure_units(scenario, device, repetitions);
-  const double n = comm.world_size();
-  auto mean = [&](double v) { return reduce_scalar(comm, v, ReduceOp::sum, device) / n; };
-  const double block = m.block_forward + m.block_backward;
-  const double sd = m.jitter_cv * block;
-  const double mean_block = mean(block);
-  const double within = mean(sd * sd);
-  const double between = mean(block * block) - mean_block * mean_block;
-  m.jitter_cv = mean_block > 0 ? std::sqrt(std::max(within, 0.0)) / mean_block : 0;
-  m.rank_cv = mean_block > 0 ? std::sqrt(std::max(between, 0.0)) / mean_block : 0;
-  for (double* v : {&m.embedding_forward, &m.embedding_backward, &m.block_forward,
-                    &m.block_backward, &m.head_forward, &m.head_backward, &m.optimizer_per_param}) {
-    *v = mean(*v);
+  const spec::MeasuredUnits mine = measure_units(scenario, device, repetitions);
+  // Every rank's figures on every rank, then one average (the same everywhere).
+  constexpr int kFields = 8;
+  const at::Tensor local =
+      at::tensor(
+          {mine.embedding_forward, mine.embedding_backward, mine.block_forward, mine.block_backward,
+           mine.head_forward, mine.head_backward, mine.optimizer_per_param, mine.jitter_cv},
+          at::kDouble)
+          .to(device);
+  at::Tensor all = at::empty({comm.world_size() * kFields}, local.options());
+  comm.all_gather(all, local, {})->wait();
+  all = all.cpu();
+  const double* v = all.data_ptr<double>();
+  std::vector<spec::MeasuredUnits> ranks(static_cast<std::size_t>(comm.world_size()), mine);
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const double* f = v + r * kFields;
+    auto& u = ranks[r];
+    u.embedding_forward = f[0];
+    u.embedding_backward = f[1];
+    u.block_forward = f[2];
+    u.block_backward = f[3];
+    u.head_forward = f[4];
+    u.head_backward = f[5];
+    u.optimizer_per_param = f[6];
+    u.jitter_cv = f[7];
   }
-  return m;
+  return spec::average_units(ranks, /*between_is_rank=*/true);
 }
 
 }  // namespace stratagem::runtime

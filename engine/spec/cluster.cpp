@@ -102,6 +102,32 @@ nlohmann::json curve_json(const EfficiencyCurve& c) {
 
 }  // namespace
 
+MeasuredUnits average_units(const std::vector<MeasuredUnits>& list, bool between_is_rank) {
+  MeasuredUnits m;
+  if (list.empty()) return m;
+  m.shape = list.front().shape;
+  const double n = static_cast<double>(list.size());
+  double mean_block = 0, mean_square = 0, within = 0, between = 0;
+  for (const auto& u : list) {
+    m.embedding_forward += u.embedding_forward / n;
+    m.embedding_backward += u.embedding_backward / n;
+    m.block_forward += u.block_forward / n;
+    m.block_backward += u.block_backward / n;
+    m.head_forward += u.head_forward / n;
+    m.head_backward += u.head_backward / n;
+    m.optimizer_per_param += u.optimizer_per_param / n;
+    const double block = u.block_forward + u.block_backward;
+    mean_block += block / n;
+    mean_square += block * block / n;
+    within += (u.jitter_cv * block) * (u.jitter_cv * block) / n;
+    between += (u.rank_cv * block) * (u.rank_cv * block) / n;
+  }
+  if (between_is_rank) between = std::max(0.0, mean_square - mean_block * mean_block);
+  m.jitter_cv = mean_block > 0 ? std::sqrt(within) / mean_block : 0;
+  m.rank_cv = mean_block > 0 ? std::sqrt(between) / mean_block : 0;
+  return m;
+}
+
 std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list,
                                                 const std::string& path) {
   if (!list.is_array()) throw SpecError(path, "expected an array");

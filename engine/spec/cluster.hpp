@@ -116,6 +116,12 @@ struct ClusterSpec {
 };
 
 /// The "measured_units" list of a GPU object or a profile's device (keys in microseconds).
+/// Several measurements of one shape (ranks of one run, or runs) as one: every time is the
+/// mean; `jitter_cv` pools the measurements' own spreads, `rank_cv` adds the spread of their
+/// block times when `between_is_rank` (the measurements are ranks) and pools their `rank_cv`
+/// otherwise (they are runs). Shape of the first; empty input gives {}.
+MeasuredUnits average_units(const std::vector<MeasuredUnits>& list, bool between_is_rank);
+
 std::vector<MeasuredUnits> parse_measured_units(const nlohmann::json& list,
                                                 const std::string& path);
 nlohmann::json measured_units_json(const std::vector<MeasuredUnits>& list);

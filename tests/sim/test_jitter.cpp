@@ -190,3 +190,28 @@ TEST(ExpectedLatest, CopiesOfOneArrival) {
 
 }  // namespace
 }  // namespace stratagem::test
+
+namespace stratagem::test {
+namespace {
+
+TEST(AverageUnits, RanksAddTheSpreadOfTheirMeansRunsPoolTheirs) {
+  spec::MeasuredUnits a, b;
+  a.shape = b.shape = "s";
+  a.block_forward = 0.010, a.block_backward = 0.020, a.jitter_cv = 0.1, a.rank_cv = 0.02;
+  b.block_forward = 0.020, b.block_backward = 0.030, b.jitter_cv = 0.0, b.rank_cv = 0.04;
+  a.head_forward = 1, b.head_forward = 3;
+  // Blocks of 30 and 50 ms: mean 40 ms; per-repetition spread 3 ms and 0 ms.
+  const auto ranks = spec::average_units({a, b}, true);
+  EXPECT_EQ(ranks.shape, "s");
+  EXPECT_DOUBLE_EQ(ranks.head_forward, 2);
+  EXPECT_DOUBLE_EQ(ranks.block_forward, 0.015);
+  EXPECT_NEAR(ranks.jitter_cv, std::sqrt(0.003 * 0.003 / 2) / 0.040, 1e-12);
+  EXPECT_NEAR(ranks.rank_cv, 0.010 / 0.040, 1e-12);  // the means' standard deviation, 10 ms
+  const auto runs = spec::average_units({a, b}, false);
+  EXPECT_NEAR(runs.jitter_cv, ranks.jitter_cv, 1e-12);
+  EXPECT_NEAR(runs.rank_cv, std::sqrt((0.0006 * 0.0006 + 0.002 * 0.002) / 2) / 0.040, 1e-12);
+  EXPECT_EQ(spec::average_units({}, true).block_forward, 0);
+}
+
+}  // namespace
+}  // namespace stratagem::test
