@@ -54,8 +54,8 @@ std::string op_label(const result::Span& s) {
 struct Outcome {
   std::string name, layout;
   double measured_s = 0, predicted_s = 0;
-  /// Standard error of the measured step time: over the rounds' medians with two or more
-  /// rounds, else over the run's steps.
+  /// Standard error of the measured step time: the larger of the one over the rounds'
+  /// medians and the one over all steps.
   double noise_s = 0;
   double error() const { return measured_s > 0 ? predicted_s / measured_s - 1.0 : 0.0; }
   std::vector<double> measured_peak, predicted_peak;
@@ -63,17 +63,9 @@ struct Outcome {
 };
 
 double standard_error(const std::vector<double>& v) {
-  if (v.size() < 2) return 0;
-  double mean = 0;
-  for (double x : v) mean += x;
-  mean /= static_cast<double>(v.size());
-  double ss = 0;
-  for (double x : v) ss += (x - mean) * (x - mean);
-  return std::sqrt(ss / static_cast<double>(v.size() - 1) / static_cast<double>(v.size()));
+  return v.empty() ? 0 : result::sample_stddev(v) / std::sqrt(static_cast<double>(v.size()));
 }
 
-/// One scenario's real runs (one per round; the first is reported op by op) against its
-/// simulation.
 /// The units every run of a shape timed (--fresh-units), averaged: the compute cost over the
 /// same minutes as the measured steps, so the machine's drift since `calibrate` and one run's
 /// noise both drop out.
@@ -92,6 +84,8 @@ std::map<std::string, spec::MeasuredUnits> pooled_units(
   return out;
 }
 
+/// One scenario's real runs (one per round; the first is reported op by op) against its
+/// simulation.
 Outcome report(const std::string& label, const std::vector<result::RunResult>& runs, const Args& a,
                const std::optional<spec::HardwareProfile>& profile,
                const std::map<std::string, spec::MeasuredUnits>& fresh) {

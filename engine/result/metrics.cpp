@@ -23,15 +23,22 @@ double union_length(std::vector<std::pair<double, double>> intervals) {
   return total;
 }
 
-double coefficient_of_variation(const std::vector<double>& v) {
+double sample_stddev(const std::vector<double>& v) {
   if (v.size() < 2) return 0;
   double mean = 0;
   for (double x : v) mean += x;
   mean /= static_cast<double>(v.size());
-  if (mean == 0) return 0;
   double ss = 0;
   for (double x : v) ss += (x - mean) * (x - mean);
-  return std::sqrt(ss / static_cast<double>(v.size() - 1)) / std::abs(mean);
+  return std::sqrt(ss / static_cast<double>(v.size() - 1));
+}
+
+double coefficient_of_variation(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  double mean = 0;
+  for (double x : v) mean += x;
+  mean /= static_cast<double>(v.size());
+  return mean == 0 ? 0 : sample_stddev(v) / std::abs(mean);
 }
 
 double median(std::vector<double> v) {

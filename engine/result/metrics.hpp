@@ -14,6 +14,8 @@ double union_length(std::vector<std::pair<double, double>> intervals);
 
 /// The median (mean of the two middle values for an even count); 0 for none.
 double median(std::vector<double> v);
+/// Sample standard deviation (n − 1); 0 for fewer than two values.
+double sample_stddev(const std::vector<double>& v);
 /// Sample standard deviation over the mean; 0 for fewer than two values or a zero mean.
 double coefficient_of_variation(const std::vector<double>& v);
 
