@@ -77,6 +77,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
 }
 
 Accelerator::~Accelerator() {
+  measurer_.disarm();
   set_autocast(false);
   // The store lives on rank 0: let everyone finish before it goes. Not while unwinding (a
   // failing rank must exit, and the launcher then ends the others).
@@ -105,7 +106,7 @@ void Accelerator::prepare_model(torch::nn::Module& module,
   optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
   tracer_.memory(dp_->memory());
   set_autocast(true);
-  mark_s_ = tracer_.now();
+  mark_forward_start();
 }
 
 void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
@@ -186,7 +187,14 @@ void Accelerator::set_autocast(bool on) {
 }
 
 void Accelerator::begin_micro_step() {
+  mark_forward_start();
+}
+
+void Accelerator::mark_forward_start() {
   mark_s_ = tracer_.now();
+  if (options_.measure_model && model_ && !pipeline_ && measurer_.measured() < 2) {
+    if (!measurer_.arm()) options_.measure_model = false;  // the user's profiler is on
+  }
 }
 
 bool Accelerator::sync_gradients() const {
@@ -202,6 +210,12 @@ void Accelerator::backward(const at::Tensor& loss) {
   if (pipeline_) throw SpecError("backward", "a pipeline trains with train_batch()");
   const double forward_end = tracer_.now();
   tracer_.add(result::SpanKind::forward, plan::Stream::compute, mark_s_, forward_end);
+  if (measurer_.armed()) {
+    // Activations are fp32 unless autocast ran the forward in 16 bits (CUDA).
+    const bool autocast = device_.is_cuda() && options_.mixed_precision != spec::Precision::no;
+    measurer_.finish(loss, *model_, dp_.get(), loader_ ? loader_->local_batch_size() : 1,
+                     autocast ? 2.0 : 4.0);
+  }
   sync_ = sync_gradients();
   ++micro_step_;
   step_loss_ += loss.detach().to(at::kDouble).item<double>();
@@ -217,7 +231,7 @@ void Accelerator::backward(const at::Tensor& loss) {
   tracer_.end(span);
   dp_->after_backward();
   set_autocast(true);
-  mark_s_ = tracer_.now();
+  mark_forward_start();
 }
 
 void Accelerator::optimizer_step() {
@@ -247,7 +261,7 @@ void Accelerator::optimizer_step() {
   step_loss_ = 0;
   tracer_.end_step();
   set_autocast(true);
-  mark_s_ = tracer_.now();
+  mark_forward_start();
 }
 
 void Accelerator::optimizer_zero_grad() {

@@ -36,6 +36,7 @@
 #include <torch/torch.h>
 
 #include "engine/accelerate/data_loader.hpp"
+#include "engine/accelerate/measure.hpp"
 #include "engine/accelerate/options.hpp"
 #include "engine/accelerate/pipeline.hpp"
 #include "engine/accelerate/trace.hpp"
@@ -189,8 +190,11 @@ class Accelerator {
   result::RunResult trace();
   /// Collective. trace() written by the main process to `path` (for `stratagem view`).
   void save_trace(const std::string& path);
-  /// Collective. The model's measured shape (parameters, units, batch, step time) and this
-  /// job's strategy as a scenario for `stratagem sim` on the cluster in `options`.
+  /// Collective. The model's measured shape and this job's strategy as a scenario for
+  /// `stratagem sim` on the cluster in `options`: parameters, forward FLOPs and activation
+  /// bytes per unit (measured.hpp; the processes' mean over the second forward, else the
+  /// first), or the quick form (parameters and units) when nothing was measured (pipelines,
+  /// STRATAGEM_MEASURE_MODEL=0, no backward yet).
   void export_scenario(const std::string& path, const ExportOptions& options = {});
 
   const AcceleratorOptions& options() const { return options_; }
@@ -214,6 +218,10 @@ class Accelerator {
   void optimizer_step();
   void optimizer_zero_grad();
   void begin_micro_step();
+  /// Marks a forward's start (trace) and, while measuring, restarts the op profiler.
+  void mark_forward_start();
+  /// Collective: every process's measurement, averaged, into measured_ (or none).
+  void gather_measurement();
   void set_autocast(bool on);
   spec::Scenario scenario(const ExportOptions* where) const;
 
@@ -236,6 +244,8 @@ class Accelerator {
   bool skipped_ = false;
   std::int64_t optimizer_steps_ = 0;
   double mark_s_ = 0;           ///< the current forward's start (trace)
+  ModelMeasurer measurer_;
+  std::optional<spec::MeasuredModel> measured_;  ///< gather_measurement()'s
   std::vector<double> losses_;  ///< per optimizer step, this process's summed micro-step losses
   double step_loss_ = 0;
   std::int64_t samples_per_step_ = 0;

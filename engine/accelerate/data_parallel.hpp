@@ -73,6 +73,8 @@ class DataParallel {
   void gather_unit(std::size_t g);
   void after_unit_forward(std::size_t g, const at::Tensor& output);
   bool sharded() const { return sharded_; }
+  /// FSDP (FULL_SHARD / SHARD_GRAD_OP): groups() are the wrap policy's units.
+  bool fsdp() const { return fsdp_; }
 
  private:
   void build_buckets(torch::nn::Module& model);

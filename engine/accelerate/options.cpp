@@ -100,6 +100,9 @@ AcceleratorOptions AcceleratorOptions::from_vars(const std::map<std::string, std
   if (const auto* v = get("STRATAGEM_FSDP_MIN_NUM_PARAMS")) {
     o.fsdp_min_num_params = integer("STRATAGEM_FSDP_MIN_NUM_PARAMS", *v, 0);
   }
+  if (const auto* v = get("STRATAGEM_MEASURE_MODEL")) {
+    o.measure_model = flag("STRATAGEM_MEASURE_MODEL", *v);
+  }
   if (const auto* v = get("STRATAGEM_SPLIT_BATCHES")) {
     o.split_batches = flag("STRATAGEM_SPLIT_BATCHES", *v);
   }

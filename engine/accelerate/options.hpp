@@ -45,6 +45,8 @@ struct AcceleratorOptions {
   int pipeline_stages = 1;  ///< > 1: prepare() splits a torch::nn::Sequential over processes
   spec::Schedule pipeline_schedule = spec::Schedule::one_f_one_b;
   int pipeline_micro_batches = 0;  ///< 0: as many as stages
+  /// Profile the first two forwards (FLOPs, allocations per unit) for export_scenario().
+  bool measure_model = true;
 
   /// The options `stratagem launch` set for this process (defaults where unset).
   static AcceleratorOptions from_env();

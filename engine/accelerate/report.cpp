@@ -1,6 +1,7 @@
 // trace() and export_scenario(): a user's run as the RunResult the rest of Stratagem reads,
 // and the model's measured shape as a scenario the simulator runs on any cluster.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fstream>
 #include <iomanip>
@@ -46,6 +47,18 @@ std::vector<std::string> all_gather_strings(runtime::Communicator& comm, const c
 
 }  // namespace
 
+void Accelerator::gather_measurement() {
+  const bool mine = measurer_.measured() > 0;
+  const auto texts = all_gather_strings(
+      *comm_, device_, mine ? measured_to_json(measurer_.result()).dump() : std::string());
+  std::vector<spec::MeasuredModel> all;
+  for (const auto& t : texts) {
+    if (!t.empty()) all.push_back(measured_from_json(nlohmann::json::parse(t)));
+  }
+  measured_.reset();
+  if (!all.empty()) measured_ = average_measurements(all);
+}
+
 spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   double params = 0;
   int units = 0;
@@ -77,6 +90,8 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   const int pp = pipeline_ ? std::min(pipeline_->stages(), processes) : 1;
   const int dp = std::max(1, processes / pp);
   if (pipeline_) units = std::max<int>(pp, static_cast<int>(model_->children().size()));
+  const bool measured = measured_.has_value() && !pipeline_;
+  if (measured) units = static_cast<int>(measured_->blocks.size());
   std::ostringstream about;
   about << "Measured by stratagem::accelerate::Accelerator on " << env_.world_size
         << " process(es) (" << (device_.is_cuda() ? "CUDA" : "CPU")
@@ -85,18 +100,32 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   const auto times = tracer_.step_times();
   if (!times.empty())
     about << ", median step " << std::setprecision(4) << result::median(times) << " s";
-  about << ". The model is written in the quick form (parameters and units; FLOPs follow the "
-           "6·N per sample convention)";
-  if (params < kMinQuickFormParams) about << "; parameters raised to the format's minimum of 1000";
-  about << ".";
+  nlohmann::json model = {{"name", model_name_.empty() ? "model" : model_name_}};
+  if (measured) {
+    about << ". Per unit and sample: parameters, forward FLOPs (LibTorch's profiler: matrix "
+             "multiplies, convolutions, element-wise add/mul) and bytes the forward keeps "
+             "(allocated minus freed within the unit), the processes' mean over one forward.";
+    spec::MeasuredModel mm = *measured_;
+    mm.source = about.str();
+    model["measured"] = measured_to_json(mm);
+    // The width of the stream between blocks, per token: GEMM shapes for the compute model.
+    model["hidden"] = std::max<std::int64_t>(
+        1, std::llround(mm.boundary_bytes / mm.element_bytes / static_cast<double>(seq_len)));
+  } else {
+    about << ". The model is written in the quick form (parameters and units; FLOPs follow the "
+             "6·N per sample convention)";
+    if (params < kMinQuickFormParams) {
+      about << "; parameters raised to the format's minimum of 1000";
+    }
+    about << ".";
+    model["params"] = std::max(params, kMinQuickFormParams);
+    model["layers"] = units;
+  }
   std::string sharding = spec::to_string(options_.sharding);
   nlohmann::json j = {
       {"name", where && !where->name.empty() ? where->name : model_name_ + " (measured)"},
       {"description", about.str()},
-      {"model",
-       {{"name", model_name_.empty() ? "model" : model_name_},
-        {"params", std::max(params, kMinQuickFormParams)},
-        {"layers", units}}},
+      {"model", model},
       {"cluster", {{"preset", cluster}, {"nodes", nodes}, {"gpus_per_node", per_node}}},
       {"strategy",
        {{"dp", dp},
@@ -111,6 +140,7 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
 }
 
 result::RunResult Accelerator::trace() {
+  gather_measurement();
   result::RunResult r;
   r.scenario = scenario(nullptr);
   r.executor = "real";
@@ -171,6 +201,7 @@ void Accelerator::save_trace(const std::string& path) {
 }
 
 void Accelerator::export_scenario(const std::string& path, const ExportOptions& options) {
+  gather_measurement();
   const spec::Scenario s = scenario(&options);
   if (is_main_process()) {
     std::ofstream out(path);

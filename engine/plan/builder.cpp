@@ -260,7 +260,12 @@ class Builder {
   }
 
   double activation_message_bytes() const {
-    // The hidden states between stages: s·b·h in the compute dtype (gradients alike).
+    // The hidden states between stages: s·b·h in the compute dtype (gradients alike); a
+    // measured model's block output.
+    if (const auto& mm = s_.model.measured) {
+      return s_.strategy.micro_batch_size * mm->boundary_bytes * compute_bytes() /
+             mm->element_bytes;
+    }
     return static_cast<double>(s_.training.seq_len) * s_.strategy.micro_batch_size *
            static_cast<double>(s_.model.hidden) * compute_bytes();
   }

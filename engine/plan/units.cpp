@@ -6,12 +6,50 @@
 
 namespace stratagem::plan {
 
+namespace {
+
+// A measured model (export_scenario): its units' figures per sample, times the micro-batch;
+// activations scaled from the measured element size to the scenario's.
+std::vector<Unit> make_measured_units(const spec::Scenario& s, double elem) {
+  const spec::MeasuredModel& mm = *s.model.measured;
+  const double b = s.strategy.micro_batch_size;
+  const double scale = elem / mm.element_bytes;
+  const double tokens = b * static_cast<double>(s.training.seq_len);
+  const double gemm = std::min(tokens, static_cast<double>(s.model.hidden));
+  auto unit = [&](const spec::MeasuredUnit& u, const std::string& fallback, bool block) {
+    Unit out;
+    out.name = u.name.empty() ? fallback : u.name;
+    out.params = out.gather_params = u.params;
+    out.fwd_flops = b * u.forward_flops;
+    out.full_act_bytes = b * u.activation_bytes * scale;
+    out.act_bytes = out.full_act_bytes;
+    if (block && s.strategy.recompute == spec::Recompute::full) {
+      // Only the block's input stays; backward runs the forward again.
+      out.act_bytes = std::min(out.full_act_bytes, b * mm.boundary_bytes * scale);
+      out.recompute_flops = out.fwd_flops;
+    }
+    out.gemm_dim = out.fwd_flops > 0 ? gemm : 0.0;
+    return out;
+  };
+  std::vector<Unit> units;
+  units.reserve(mm.blocks.size() + 2);
+  units.push_back(unit(mm.input, "input", false));
+  for (std::size_t l = 0; l < mm.blocks.size(); ++l) {
+    units.push_back(unit(mm.blocks[l], "block " + std::to_string(l + 1), true));
+  }
+  units.push_back(unit(mm.output, "output", false));
+  return units;
+}
+
+}  // namespace
+
 std::vector<Unit> make_units(const spec::Scenario& s) {
   const auto& m = s.model;
   const double b = s.strategy.micro_batch_size;
   const double seq = static_cast<double>(s.training.seq_len);
   const double tokens = b * seq;
   const double elem = s.strategy.precision == spec::Precision::no ? 4.0 : 2.0;
+  if (m.measured) return make_measured_units(s, elem);
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(m.layers) + 2);
 
@@ -60,7 +98,7 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
       spec::reshards_after_forward(s.strategy.sharding)) {
     head.gather_params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
   }
-  head.fwd_flops = tokens * spec::head_forward_flops_per_token(m);
+  head.fwd_flops = tokens * spec::head_forward_flops_per_token(m, s.training.seq_len);
   head.act_bytes = head.full_act_bytes =
       m.vocab > 0
           ? spec::head_activation_bytes(m, s.training.seq_len, s.strategy.micro_batch_size, elem)

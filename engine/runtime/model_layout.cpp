@@ -64,6 +64,12 @@ bool UnitLayout::has(const std::string& name) const {
 }
 
 void check_runtime_model(const spec::ModelSpec& m) {
+  if (m.measured) {
+    throw SpecError("model.measured",
+                    "a measured model (Accelerator::export_scenario) sizes a simulation; its "
+                    "layers live in the user's program, so run that program with `stratagem "
+                    "launch` instead");
+  }
   if (m.params_given > 0) {
     throw SpecError("model.params",
                     "the real runtime needs a full model shape (layers, hidden, heads, vocab); "

@@ -25,6 +25,8 @@ class ObjectReader {
 
   bool has(const std::string& key);
   const nlohmann::json* find(const std::string& key);
+  /// The value at `key`; SpecError "missing required key" when absent or null.
+  const nlohmann::json& at(const std::string& key);
   std::string child_path(const std::string& key) const;
   const std::string& path() const { return path_; }
 
@@ -47,7 +49,6 @@ class ObjectReader {
   void finish() const;
 
  private:
-  const nlohmann::json& at(const std::string& key);
   const nlohmann::json& object_;
   std::string path_;
   std::set<std::string> known_;

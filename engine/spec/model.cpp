@@ -19,11 +19,66 @@ double norm_params(const ModelSpec& m) {
 }
 
 double block_matmul_params(const ModelSpec& m) {
+  if (m.measured) return block_params(m);
   if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
   const double h = m.hidden, f = m.ffn_hidden;
   const double attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
   const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
   return attention + mlp;
+}
+
+MeasuredUnit parse_measured_unit(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  MeasuredUnit u;
+  u.name = r.string_or("name", "");
+  u.params = r.number_or("params", 0, 0, 1e15);
+  u.forward_flops = r.number_or("forward_flops", 0, 0, 1e20);
+  u.activation_bytes = r.number_or("activation_bytes", 0, 0, 1e18);
+  r.finish();
+  return u;
+}
+
+double mean_block(const MeasuredModel& mm, double MeasuredUnit::*field) {
+  double sum = 0;
+  for (const auto& b : mm.blocks) sum += b.*field;
+  return mm.blocks.empty() ? 0.0 : sum / static_cast<double>(mm.blocks.size());
+}
+
+ModelSpec parse_measured_model(ObjectReader& r, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  ObjectReader q(r.at("measured"), r.child_path("measured"));
+  auto mm = std::make_shared<MeasuredModel>();
+  mm->source = q.string_or("source", "");
+  mm->element_bytes = q.number_or("element_bytes", 4, 1, 8);
+  mm->boundary_bytes = q.number("boundary_bytes", 1, 1e15);
+  if (q.has("input")) mm->input = parse_measured_unit(q.at("input"), q.child_path("input"));
+  if (q.has("output")) mm->output = parse_measured_unit(q.at("output"), q.child_path("output"));
+  const nlohmann::json& blocks = q.at("blocks");
+  if (!blocks.is_array() || blocks.empty() || blocks.size() > 100000) {
+    throw SpecError(q.child_path("blocks"), "must be a list of 1 to 100000 units");
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    mm->blocks.push_back(
+        parse_measured_unit(blocks[i], q.child_path("blocks") + "[" + std::to_string(i) + "]"));
+  }
+  q.finish();
+  double params = mm->input.params + mm->output.params;
+  for (const auto& b : mm->blocks) params += b.params;
+  if (params <= 0) throw SpecError(q.path(), "the units have no parameters");
+  m.layers = static_cast<std::int64_t>(mm->blocks.size());
+  // The width of the stream between blocks (elements per sample unless "hidden" gives it per
+  // token): GEMM shapes for the compute model's efficiency curve.
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  m.hidden = r.integer_or(
+      "hidden",
+      std::max<std::int64_t>(1, std::llround(mm->boundary_bytes / mm->element_bytes)), 1, kBig);
+  m.heads = m.kv_heads = 1;
+  m.bias = false;
+  m.positions = PositionKind::rotary;
+  m.measured = std::move(mm);
+  r.finish();
+  return m;
 }
 
 }  // namespace
@@ -33,6 +88,7 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
   ModelSpec m;
   r.allow({"preset", "description", "source"});
   m.name = r.string_or("name", "custom");
+  if (r.has("measured")) return parse_measured_model(r, m.name);
   constexpr std::int64_t kBig = std::int64_t{1} << 40;
   if (r.has("params")) {
     // Quick form: a size and a depth, shape estimated.
@@ -96,8 +152,8 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
 
 BlockParamsBreakdown block_params_breakdown(const ModelSpec& m) {
   BlockParamsBreakdown b;
-  if (m.params_given > 0) {  // quick form: the size is given, not its parts
-    b.mlp = m.params_given / static_cast<double>(m.layers);
+  if (m.params_given > 0 || m.measured) {  // the size is given, not its parts
+    b.mlp = block_params(m);
     return b;
   }
   const double h = m.hidden, f = m.ffn_hidden;
@@ -112,12 +168,14 @@ BlockParamsBreakdown block_params_breakdown(const ModelSpec& m) {
 }
 
 double block_params(const ModelSpec& m) {
+  if (m.measured) return mean_block(*m.measured, &MeasuredUnit::params);
   if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
   const BlockParamsBreakdown b = block_params_breakdown(m);
   return b.attention + b.mlp + b.norms;
 }
 
 double embedding_params(const ModelSpec& m) {
+  if (m.measured) return m.measured->input.params;
   if (m.params_given > 0) return 0;
   const double h = m.hidden;
   double p = static_cast<double>(m.vocab) * h;
@@ -128,6 +186,7 @@ double embedding_params(const ModelSpec& m) {
 }
 
 double head_params(const ModelSpec& m) {
+  if (m.measured) return m.measured->output.params;
   if (m.params_given > 0) return 0;
   const double h = m.hidden;
   double p = m.kind == ModelKind::decoder ? norm_params(m) : 0.0;  // final norm (pre-LN)
@@ -137,34 +196,51 @@ double head_params(const ModelSpec& m) {
 }
 
 double total_params(const ModelSpec& m) {
+  if (m.measured) {
+    double p = m.measured->input.params + m.measured->output.params;
+    for (const auto& b : m.measured->blocks) p += b.params;
+    return p;
+  }
   if (m.params_given > 0) return m.params_given;
   return embedding_params(m) + static_cast<double>(m.layers) * block_params(m) + head_params(m);
 }
 
 double matmul_params(const ModelSpec& m) {
+  if (m.measured) return total_params(m);
   return static_cast<double>(m.layers) * block_matmul_params(m) +
          static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
 }
 
 double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  if (m.measured) {
+    return mean_block(*m.measured, &MeasuredUnit::forward_flops) / static_cast<double>(seq_len);
+  }
   // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and attention·V: 2·2·s·h.
   return 2.0 * block_matmul_params(m) + 4.0 * static_cast<double>(m.hidden) * seq_len;
 }
 
-double head_forward_flops_per_token(const ModelSpec& m) {
+double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  if (m.measured) return m.measured->output.forward_flops / static_cast<double>(seq_len);
   return 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
 }
 
 double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
   // Backward costs twice the forward: 3 × forward.
-  return 3.0 * (static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
-                head_forward_flops_per_token(m));
+  const double input =
+      m.measured ? m.measured->input.forward_flops / static_cast<double>(seq_len) : 0.0;
+  return 3.0 * (input + static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
+                head_forward_flops_per_token(m, seq_len));
 }
 
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
                                   std::int64_t micro_batch, Recompute recompute,
                                   double bytes_per_element) {
   const double s = seq_len, b = micro_batch, h = m.hidden, a = m.heads;
+  if (m.measured) {
+    const double scale = bytes_per_element / m.measured->element_bytes;
+    if (recompute == Recompute::full) return b * m.measured->boundary_bytes * scale;
+    return b * mean_block(*m.measured, &MeasuredUnit::activation_bytes) * scale;
+  }
   const double scale = bytes_per_element / 2.0;  // the table is for 16-bit activations
   switch (recompute) {
     case Recompute::full:
@@ -179,6 +255,10 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
 
 double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
                              double bytes_per_element) {
+  if (m.measured) {
+    return static_cast<double>(micro_batch) * m.measured->output.activation_bytes *
+           bytes_per_element / m.measured->element_bytes;
+  }
   const double sb = static_cast<double>(seq_len) * static_cast<double>(micro_batch);
   return sb * (static_cast<double>(m.hidden) * bytes_per_element + 4.0 * m.vocab);
 }

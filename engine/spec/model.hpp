@@ -2,7 +2,9 @@
 // Model shapes (transformers) and the quantities derived from them: parameter counts per
 // unit, FLOPs per token, activation bytes per layer.
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -15,6 +17,28 @@ enum class MlpKind { gelu, swiglu };
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { learned, rotary };
 enum class Recompute { none, selective, full };
+
+/// One unit of a measured model: what Accelerator::export_scenario() measured on a user's
+/// LibTorch model, per sample (one row of the batch).
+struct MeasuredUnit {
+  std::string name;
+  double params = 0;
+  double forward_flops = 0;     ///< forward FLOPs per sample (as the LibTorch profiler counts)
+  double activation_bytes = 0;  ///< bytes the forward keeps for backward per sample
+};
+
+/// The measured form of a model (`"model": {"measured": {...}}`): units of any shape in the
+/// plan's order (input, blocks, output) instead of a transformer's formulas.
+struct MeasuredModel {
+  MeasuredUnit input;                ///< the root's parameters used before the first block
+  std::vector<MeasuredUnit> blocks;  ///< the model's units (FSDP/pipeline granularity)
+  MeasuredUnit output;               ///< the root's parameters used after; the loss
+  /// Bytes per sample of a block's output (what a pipeline stage sends to the next).
+  double boundary_bytes = 0;
+  /// Bytes per activation element when measured (4: fp32); other precisions scale by theirs.
+  double element_bytes = 4;
+  std::string source;  ///< where and how it was measured
+};
 
 struct ModelSpec {
   std::string name;
@@ -36,6 +60,8 @@ struct ModelSpec {
   /// Set only for the quick form {"params": P, "layers": l}: the total is given, the shape
   /// (hidden ≈ sqrt(P / 12l)) is an estimate used for FLOPs and activations.
   double params_given = 0;
+  /// Set only for the measured form; layers = its blocks, hidden = the boundary's width.
+  std::shared_ptr<const MeasuredModel> measured;
 };
 
 /// Parses a model object (already merged with its preset). `path` prefixes errors.
@@ -60,19 +86,22 @@ double total_params(const ModelSpec& m);
 /// Weights that take part in matrix multiplies per token (blocks' matrices + LM head).
 double matmul_params(const ModelSpec& m);
 
-/// Training FLOPs per token, forward + backward, no recomputation:
+/// Training FLOPs per token, forward + backward, no recomputation (a measured model: 3× its
+/// units' measured forward FLOPs per sample / seq_len); for transformers:
 ///   6·N_matmul + 12·l·h·s
 /// where N_matmul counts the blocks' weight matrices and the LM head (V·h). For GPT shapes
 /// this is Korthikanti et al. (2022) eq. 7 divided by B·s: 72·l·h² + 12·l·h·s + 6·V·h.
 double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 /// Forward FLOPs of one block for one token (2·block matmul params + 4·h·s attention).
 double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
-/// Forward FLOPs of the head per token (2·V·h).
-double head_forward_flops_per_token(const ModelSpec& m);
+/// Forward FLOPs of the head per token (2·V·h; a measured model's output unit / seq_len).
+double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 
 /// Activation bytes one block keeps for backward, per micro-batch, at 16-bit precision
 /// (Korthikanti et al. 2022, table 2): s·b·h·(34 + 5·a·s/h); selective recomputation
 /// 34·s·b·h; full recomputation 2·s·b·h (the block input only). fp32 training doubles it.
+/// A measured model: its blocks' mean measured bytes (selective recomputation keeps them all:
+/// the attention core is not known), the block input (boundary) with full recomputation.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
                                   std::int64_t micro_batch, Recompute recompute,
                                   double bytes_per_element = 2.0);

@@ -306,6 +306,10 @@ GpuSpec profile_gpu(const HardwareProfile& p) {
 
 std::string unit_shape_key(const Scenario& s) {
   const auto& m = s.model;
+  if (m.measured) {  // never matches a transformer's calibrated units
+    return "measured " + m.name + " s" + std::to_string(s.training.seq_len) + " b" +
+           std::to_string(s.strategy.micro_batch_size) + " " + to_string(s.strategy.precision);
+  }
   const char* norm = m.norm == NormKind::layernorm ? "layernorm" : "rmsnorm";
   const char* mlp = m.mlp == MlpKind::gelu ? "gelu" : "swiglu";
   const char* pos = m.positions == PositionKind::learned ? "learned" : "rotary";

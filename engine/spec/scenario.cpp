@@ -131,7 +131,31 @@ Scenario load_scenario(const std::string& file_or_name) {
   return parse_scenario(parse_json_text(text, file_or_name + ".json"), file_or_name);
 }
 
+namespace {
+
+nlohmann::json to_json(const MeasuredUnit& u) {
+  return {{"name", u.name},
+          {"params", u.params},
+          {"forward_flops", u.forward_flops},
+          {"activation_bytes", u.activation_bytes}};
+}
+
+}  // namespace
+
 nlohmann::json to_json(const ModelSpec& m) {
+  if (m.measured) {
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const auto& b : m.measured->blocks) blocks.push_back(to_json(b));
+    return {{"name", m.name},
+            {"hidden", m.hidden},
+            {"measured",
+             {{"source", m.measured->source},
+              {"element_bytes", m.measured->element_bytes},
+              {"boundary_bytes", m.measured->boundary_bytes},
+              {"input", to_json(m.measured->input)},
+              {"blocks", blocks},
+              {"output", to_json(m.measured->output)}}}};
+  }
   if (m.params_given > 0) {
     return {{"name", m.name},
             {"params", m.params_given},

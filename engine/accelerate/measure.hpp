@@ -1,0 +1,80 @@
+#pragma once
+// The measured shape of a user's model, for Accelerator::export_scenario(): forward FLOPs and
+// activation bytes per unit from one forward under LibTorch's op profiler, with no hooks in
+// the user's modules. Units are found by their parameters: the autograd graph behind the loss
+// tells which op first read each parameter, and the profiler's autograd sequence numbers put
+// that op in time, so every op and allocation of the forward falls to the unit whose first
+// parameter read came last before it (ops before any block: the input unit; ops after the
+// root's parameters read past the last block: the output unit).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "engine/runtime/torch_compat.hpp"
+#include "engine/spec/model.hpp"
+
+namespace stratagem::accelerate {
+
+class DataParallel;
+
+/// A candidate block: a module path and the parameters it owns.
+struct BlockCandidate {
+  std::string name;
+  std::vector<at::Tensor> params;
+};
+
+/// The model's blocks: its FSDP units when it is wrapped; else the parameter-owning entries of
+/// its largest torch::nn::Sequential; else the root's parameter-owning children; else the whole
+/// model as one block.
+std::vector<BlockCandidate> find_blocks(torch::nn::Module& model, const DataParallel* dp);
+
+/// Attributes one forward's events to units (pure: tested with made-up events).
+///   events:  the profiler's, from the forward's start to the loss
+///   graph:   the autograd graph behind the loss (params index into `owner`)
+///   owner:   per parameter, its block (index into `blocks`) or -1 (the root's)
+///   numel:   per parameter, its elements
+///   samples: rows of the micro-batch (figures are divided by it)
+/// Returns the model with input, blocks (in the order the forward ran them) and output, and in
+/// `last_ops` each block's last autograd op (sequence number; its output is the boundary).
+spec::MeasuredModel attribute_forward(const std::vector<runtime::compat::ProfiledEvent>& events,
+                                      const std::vector<runtime::compat::GraphNode>& graph,
+                                      const std::vector<int>& owner,
+                                      const std::vector<std::int64_t>& numel,
+                                      const std::vector<std::string>& blocks,
+                                      std::int64_t samples, std::vector<std::uint64_t>* last_ops);
+
+/// Measures one forward at a time: arm() before it (restarting the profiler if it was on),
+/// finish() with its loss. The profiler runs only between the two.
+class ModelMeasurer {
+ public:
+  ~ModelMeasurer();
+  /// (Re)starts the profiler for the coming forward; false when it cannot (another profiler).
+  bool arm();
+  /// Stops the profiler without measuring.
+  void disarm();
+  bool armed() const { return armed_; }
+  /// Ends the forward that produced `loss` and measures it (the previous result is replaced).
+  /// `element_bytes`: bytes per activation element of this forward (4 fp32, 2 autocast).
+  void finish(const at::Tensor& loss, torch::nn::Module& model, const DataParallel* dp,
+              std::int64_t samples, double element_bytes);
+  int measured() const { return measured_; }
+  /// The last measurement (blocks empty when none).
+  const spec::MeasuredModel& result() const { return result_; }
+
+ private:
+  bool armed_ = false;
+  int measured_ = 0;
+  spec::MeasuredModel result_;
+};
+
+/// A measurement as JSON and back (exchanged between processes).
+nlohmann::json measured_to_json(const spec::MeasuredModel& m);
+spec::MeasuredModel measured_from_json(const nlohmann::json& j);
+/// The mean of several processes' measurements of the same model (units by position; the
+/// first's names and parameters). Those whose block count differs from the first's are
+/// left out.
+spec::MeasuredModel average_measurements(const std::vector<spec::MeasuredModel>& all);
+
+}  // namespace stratagem::accelerate
