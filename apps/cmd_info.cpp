@@ -117,6 +117,30 @@ nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
           {"head_activation_bytes", f.act_head}};
 }
 
+// A measured model (export_scenario): its units as measured, per sample and per micro-batch.
+void print_measured(const spec::Scenario& s, const Figures& f) {
+  const auto& mm = *s.model.measured;
+  const double b = s.strategy.micro_batch_size;
+  const double scale = f.element_bytes / mm.element_bytes;
+  std::printf("Model %s (measured: %zu blocks between an input and an output unit)\n",
+              s.model.name.c_str(), mm.blocks.size());
+  if (!mm.source.empty()) std::printf("  %s\n", mm.source.c_str());
+  std::printf("\n  %-24s %12s %16s %20s\n", "unit", "params", "fwd FLOP/sample",
+              "activations/micro-batch");
+  auto row = [&](const spec::MeasuredUnit& u) {
+    std::printf("  %-24s %12s %16s %20s\n", u.name.c_str(), grouped(u.params).c_str(),
+                grouped(u.forward_flops).c_str(),
+                bytes_text(u.activation_bytes * b * scale).c_str());
+  };
+  row(mm.input);
+  for (const auto& u : mm.blocks) row(u);
+  row(mm.output);
+  std::printf("\n  total %s parameters; training %s FLOP per sample (3 x forward); a block's "
+              "output %s per sample (%g-byte elements as measured, %g in this scenario)\n",
+              grouped(f.total).c_str(), sci(f.flops * s.training.seq_len).c_str(),
+              bytes_text(mm.boundary_bytes).c_str(), mm.element_bytes, f.element_bytes);
+}
+
 void print_report(const spec::Scenario& s, const Figures& f) {
   const auto& m = s.model;
   const auto& st = s.strategy;
@@ -132,6 +156,10 @@ void print_report(const spec::Scenario& s, const Figures& f) {
       st.micro_batch_size, st.grad_accum, st.dp, static_cast<long long>(s.training.global_batch),
       static_cast<long long>(s.training.seq_len));
 
+  if (m.measured) {
+    print_measured(s, f);
+    return;
+  }
   std::printf("Model %s (%s)\n", m.name.c_str(),
               m.kind == spec::ModelKind::encoder ? "encoder" : "decoder");
   std::printf(

@@ -130,7 +130,7 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
   pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
   stage_options_ = options_;
   model_ = model.ptr().get();
-  model_name_ = model->name();
+  model_name_ = readable_name(model->name());
   if (pipeline_->replicas() == 1) {
     // One pipeline: the stage's gradients need no sync; its buffers live on a one-process world.
     solo_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
@@ -188,6 +188,16 @@ void Accelerator::set_autocast(bool on) {
 
 void Accelerator::begin_micro_step() {
   mark_forward_start();
+}
+
+std::string Accelerator::readable_name(std::string name) {
+  for (const std::string noise : {"(anonymous namespace)::"}) {
+    for (auto at = name.find(noise); at != std::string::npos; at = name.find(noise)) {
+      name.erase(at, noise.size());
+    }
+  }
+  if (name.size() > 4 && name.compare(name.size() - 4, 4, "Impl") == 0) name.resize(name.size() - 4);
+  return name;
 }
 
 void Accelerator::mark_forward_start() {

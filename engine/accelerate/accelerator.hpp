@@ -207,8 +207,10 @@ class Accelerator {
   friend class AccumulateGuard;
   template <typename Model>
   static std::string model_name(const Model& model) {
-    return model->name();
+    return readable_name(model->name());
   }
+  /// A module's type name without namespaces' noise and TORCH_MODULE's "Impl".
+  static std::string readable_name(std::string name);
   void prepare_model(torch::nn::Module& module, std::shared_ptr<torch::optim::Optimizer> optimizer,
                      const std::string& name);
   void prepare_pipeline_model(torch::nn::Sequential model,

@@ -29,7 +29,7 @@ std::vector<std::string> all_gather_strings(runtime::Communicator& comm, const c
   at::Tensor lens = at::empty({world}, len.options());
   comm.all_gather(lens, len, runtime::GroupSpec{})->wait();
   lens = lens.cpu();
-  std::int64_t longest = 0;
+  std::int64_t longest = 1;  // never an empty all-gather (Gloo divides by its size)
   for (int r = 0; r < world; ++r) longest = std::max(longest, lens[r].item<std::int64_t>());
   at::Tensor buf = at::zeros({longest}, at::kByte);
   std::memcpy(buf.data_ptr(), mine.data(), mine.size());
