@@ -128,6 +128,10 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
             std::string(spec::to_string(options_.sharding)));
   }
   pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
+  if (options_.measure_model) {
+    const bool autocast = device_.is_cuda() && options_.mixed_precision != spec::Precision::no;
+    pipeline_->set_measurer(&measurer_, autocast ? 2.0 : 4.0);
+  }
   stage_options_ = options_;
   model_ = model.ptr().get();
   model_name_ = readable_name(model->name());

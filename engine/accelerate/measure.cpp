@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -279,6 +280,51 @@ spec::MeasuredModel average_measurements(const std::vector<spec::MeasuredModel>&
   scale(out.output);
   for (auto& b : out.blocks) scale(b);
   out.boundary_bytes /= n;
+  return out;
+}
+
+spec::MeasuredModel merge_stage_measurements(const std::vector<spec::MeasuredModel>& all) {
+  spec::MeasuredModel out;
+  if (all.empty()) return out;
+  out.element_bytes = all.front().element_bytes;
+  out.input.name = "input";
+  out.output.name = "output";
+  struct Sum {
+    spec::MeasuredUnit unit;
+    int count = 0;
+  };
+  std::vector<std::string> order;
+  std::map<std::string, Sum> by_name;
+  std::vector<double> boundaries;
+  for (const auto& m : all) {
+    if (m.boundary_bytes > 0) boundaries.push_back(m.boundary_bytes);
+    for (const auto& b : m.blocks) {
+      auto [it, fresh] = by_name.try_emplace(b.name);
+      if (fresh) {
+        order.push_back(b.name);
+        it->second.unit = b;
+      } else {
+        it->second.unit.forward_flops += b.forward_flops;
+        it->second.unit.activation_bytes += b.activation_bytes;
+      }
+      ++it->second.count;
+    }
+  }
+  auto number = [](const std::string& name) {
+    const bool digits = !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;
+    return digits ? std::stoll(name) : std::numeric_limits<long long>::max();
+  };
+  std::stable_sort(order.begin(), order.end(), [&](const std::string& a, const std::string& b) {
+    return number(a) < number(b);
+  });
+  for (const auto& name : order) {
+    Sum& s = by_name.at(name);
+    s.unit.forward_flops /= s.count;
+    s.unit.activation_bytes /= s.count;
+    out.blocks.push_back(s.unit);
+  }
+  std::sort(boundaries.begin(), boundaries.end());
+  if (!boundaries.empty()) out.boundary_bytes = boundaries[boundaries.size() / 2];
   return out;
 }
 

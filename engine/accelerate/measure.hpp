@@ -76,5 +76,9 @@ spec::MeasuredModel measured_from_json(const nlohmann::json& j);
 /// first's names and parameters). Those whose block count differs from the first's are
 /// left out.
 spec::MeasuredModel average_measurements(const std::vector<spec::MeasuredModel>& all);
+/// A pipeline's model from its stages' measurements: the union of their blocks by name (a
+/// stage's replicas averaged), in the order of their names' numbers (the Sequential's
+/// indices); input and output units empty; the boundary the median of the stages'.
+spec::MeasuredModel merge_stage_measurements(const std::vector<spec::MeasuredModel>& all);
 
 }  // namespace stratagem::accelerate

@@ -1,5 +1,7 @@
 #include "engine/accelerate/pipeline.hpp"
 
+#include "engine/accelerate/measure.hpp"
+
 #include <algorithm>
 
 #include <ATen/ATen.h>
@@ -155,11 +157,16 @@ void Pipeline::forward(int mb, int micro_batches, const std::vector<at::Tensor>&
   }
   inputs_[static_cast<std::size_t>(mb)] = x;
   const int span = tracer_.begin(result::SpanKind::forward, plan::Stream::compute);
+  const bool measure = measurer_ && mb == 0 && measurer_->measured() < 2 && measurer_->arm();
   at::Tensor y = stage_module_->forward(x);
   if (stage_ == stages_ - 1) {
     y = loss_fn(y, target[static_cast<std::size_t>(mb)].to(device_)) / micro_batches;
-    loss_sum_ += y.detach().to(at::kDouble).item<double>();
   }
+  if (measure) {
+    measurer_->finish(y, *stage_module_, nullptr, data[static_cast<std::size_t>(mb)].size(0),
+                      element_bytes_);
+  }
+  if (stage_ == stages_ - 1) loss_sum_ += y.detach().to(at::kDouble).item<double>();
   tracer_.end(span);
   outputs_[static_cast<std::size_t>(mb)] = y;
   if (stage_ < stages_ - 1) {

@@ -22,6 +22,8 @@
 
 namespace stratagem::accelerate {
 
+class ModelMeasurer;
+
 class DataParallel;
 
 using LossFn = std::function<at::Tensor(const at::Tensor& output, const at::Tensor& target)>;
@@ -50,6 +52,12 @@ class Pipeline {
   double run(const at::Tensor& data, const at::Tensor& target, const LossFn& loss_fn,
              DataParallel& dp, double loss_scale = 1.0);
 
+  /// Measure the stage's forward of micro-batch 0 (export_scenario) on the first two steps.
+  void set_measurer(ModelMeasurer* measurer, double element_bytes) {
+    measurer_ = measurer;
+    element_bytes_ = element_bytes;
+  }
+
  private:
   void forward(int mb, int micro_batches, const std::vector<at::Tensor>& data,
                const std::vector<at::Tensor>& target, const LossFn& loss_fn);
@@ -68,6 +76,8 @@ class Pipeline {
   std::vector<at::Tensor> keep_;  ///< tensors being sent
   double loss_sum_ = 0;
   double loss_scale_ = 1.0;
+  ModelMeasurer* measurer_ = nullptr;
+  double element_bytes_ = 4;
 };
 
 }  // namespace stratagem::accelerate

@@ -56,7 +56,9 @@ void Accelerator::gather_measurement() {
     if (!t.empty()) all.push_back(measured_from_json(nlohmann::json::parse(t)));
   }
   measured_.reset();
-  if (!all.empty()) measured_ = average_measurements(all);
+  if (!all.empty()) {
+    measured_ = pipeline_ ? merge_stage_measurements(all) : average_measurements(all);
+  }
 }
 
 spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
@@ -90,7 +92,9 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
   const int pp = pipeline_ ? std::min(pipeline_->stages(), processes) : 1;
   const int dp = std::max(1, processes / pp);
   if (pipeline_) units = std::max<int>(pp, static_cast<int>(model_->children().size()));
-  const bool measured = measured_.has_value() && !pipeline_;
+  // (A pipeline's stages each need a block; else the quick form.)
+  const bool measured = measured_.has_value() && !measured_->blocks.empty() &&
+                        static_cast<int>(measured_->blocks.size()) >= pp;
   if (measured) units = static_cast<int>(measured_->blocks.size());
   std::ostringstream about;
   about << "Measured by stratagem::accelerate::Accelerator on " << env_.world_size

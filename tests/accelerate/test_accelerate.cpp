@@ -587,6 +587,22 @@ TEST(Accelerate, ExportMeasuresFlopsAndActivationsPerUnit) {
   const nlohmann::json f = nlohmann::json::parse(fin);
   ASSERT_EQ(f.at("model").at("measured").at("blocks").size(), 3u) << f.dump(2);
   EXPECT_EQ(f.at("model").at("measured").at("blocks")[1].at("name"), "b2.fc");
+  // A pipeline: each stage measures its layers; the export has them all, in order.
+  const Job pipe = launch("", "--num_processes 2 --pipeline_stages 2",
+                          "--pipeline 1 --steps 2 --batch 16 --export " + (dir / "p.json"));
+  ASSERT_EQ(pipe.code, 0) << pipe.output;
+  std::ifstream pin(dir / "p.json");
+  const nlohmann::json p = nlohmann::json::parse(pin);
+  const nlohmann::json& pb = p.at("model").at("measured").at("blocks");
+  ASSERT_EQ(pb.size(), 4u) << p.dump(2);  // the Linears at 0, 2, 4, 6 (Tanh has no parameters)
+  EXPECT_EQ(pb[1].at("name"), "2");
+  EXPECT_NEAR(pb[0].at("forward_flops").get<double>(), 2 * 8 * 32, 64);
+  EXPECT_NEAR(pb[2].at("forward_flops").get<double>(), 2 * 32 * 32, 64);
+  EXPECT_NEAR(pb[3].at("forward_flops").get<double>(), 2 * 32 * 4, 64);
+  EXPECT_EQ(p.at("strategy").at("pp"), 2);
+  const std::string psim =
+      std::string(STRATAGEM_BINARY) + " sim " + (dir / "p.json") + " > /dev/null 2>&1";
+  EXPECT_EQ(std::system(psim.c_str()), 0);
   const Job off = launch("STRATAGEM_MEASURE_MODEL=0", "--num_processes 1",
                          "--steps 1 --export " + (dir / "q.json"));
   ASSERT_EQ(off.code, 0) << off.output;

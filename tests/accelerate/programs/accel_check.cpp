@@ -106,6 +106,7 @@ int main(int argc, char** argv) {
       if (acc.optimizer_steps() >= steps) break;
     }
     if (flags.count("--trace")) acc.save_trace(flags["--trace"]);
+    if (flags.count("--export")) acc.export_scenario(flags["--export"]);
     acc.print("done");
     return 0;
   }
