@@ -128,10 +128,7 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
             std::string(spec::to_string(options_.sharding)));
   }
   pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
-  if (options_.measure_model) {
-    const bool autocast = device_.is_cuda() && options_.mixed_precision != spec::Precision::no;
-    pipeline_->set_measurer(&measurer_, autocast ? 2.0 : 4.0);
-  }
+  if (options_.measure_model) pipeline_->set_measurer(&measurer_, activation_element_bytes());
   stage_options_ = options_;
   model_ = model.ptr().get();
   model_name_ = readable_name(model->name());
@@ -207,8 +204,13 @@ std::string Accelerator::readable_name(std::string name) {
 void Accelerator::mark_forward_start() {
   mark_s_ = tracer_.now();
   if (options_.measure_model && model_ && !pipeline_ && measurer_.measured() < 2) {
-    if (!measurer_.arm()) options_.measure_model = false;  // the user's profiler is on
+    measurer_.arm();
   }
+}
+
+double Accelerator::activation_element_bytes() const {
+  // fp32 unless autocast runs the forward in 16 bits (CUDA; on a CPU 16 bits are emulated).
+  return device_.is_cuda() && options_.mixed_precision != spec::Precision::no ? 2.0 : 4.0;
 }
 
 bool Accelerator::sync_gradients() const {
@@ -225,10 +227,8 @@ void Accelerator::backward(const at::Tensor& loss) {
   const double forward_end = tracer_.now();
   tracer_.add(result::SpanKind::forward, plan::Stream::compute, mark_s_, forward_end);
   if (measurer_.armed()) {
-    // Activations are fp32 unless autocast ran the forward in 16 bits (CUDA).
-    const bool autocast = device_.is_cuda() && options_.mixed_precision != spec::Precision::no;
     measurer_.finish(loss, *model_, dp_.get(), loader_ ? loader_->local_batch_size() : 1,
-                     autocast ? 2.0 : 4.0);
+                     activation_element_bytes());
   }
   sync_ = sync_gradients();
   ++micro_step_;

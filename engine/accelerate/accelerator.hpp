@@ -222,6 +222,8 @@ class Accelerator {
   void begin_micro_step();
   /// Marks a forward's start (trace) and, while measuring, restarts the op profiler.
   void mark_forward_start();
+  /// Bytes per activation element of this job's forward (measurement).
+  double activation_element_bytes() const;
   /// Collective: every process's measurement, averaged, into measured_ (or none).
   void gather_measurement();
   void set_autocast(bool on);

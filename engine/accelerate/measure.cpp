@@ -186,11 +186,13 @@ spec::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
 ModelMeasurer::~ModelMeasurer() { disarm(); }
 
 bool ModelMeasurer::arm() {
+  if (unavailable_) return false;
   try {
     runtime::compat::start_op_profiler();
     armed_ = true;
   } catch (const std::exception&) {
     armed_ = false;  // a profiler of the user's is on: measure nothing
+    unavailable_ = true;
   }
   return armed_;
 }
@@ -255,40 +257,12 @@ spec::MeasuredModel measured_from_json(const nlohmann::json& j) {
   return *spec::parse_model({{"measured", j}}, "measured").measured;
 }
 
-spec::MeasuredModel average_measurements(const std::vector<spec::MeasuredModel>& all) {
-  if (all.empty()) return {};
-  spec::MeasuredModel out = all.front();
-  int n = 1;
-  auto add = [](spec::MeasuredUnit& to, const spec::MeasuredUnit& from) {
-    to.forward_flops += from.forward_flops;
-    to.activation_bytes += from.activation_bytes;
-  };
-  for (std::size_t k = 1; k < all.size(); ++k) {
-    const auto& m = all[k];
-    if (m.blocks.size() != out.blocks.size()) continue;
-    add(out.input, m.input);
-    add(out.output, m.output);
-    for (std::size_t b = 0; b < m.blocks.size(); ++b) add(out.blocks[b], m.blocks[b]);
-    out.boundary_bytes += m.boundary_bytes;
-    ++n;
-  }
-  auto scale = [n](spec::MeasuredUnit& u) {
-    u.forward_flops /= n;
-    u.activation_bytes /= n;
-  };
-  scale(out.input);
-  scale(out.output);
-  for (auto& b : out.blocks) scale(b);
-  out.boundary_bytes /= n;
-  return out;
-}
-
-spec::MeasuredModel merge_stage_measurements(const std::vector<spec::MeasuredModel>& all) {
+spec::MeasuredModel merge_measurements(const std::vector<spec::MeasuredModel>& all) {
   spec::MeasuredModel out;
   if (all.empty()) return out;
   out.element_bytes = all.front().element_bytes;
-  out.input.name = "input";
-  out.output.name = "output";
+  out.input = all.front().input;
+  out.output = all.front().output;
   struct Sum {
     spec::MeasuredUnit unit;
     int count = 0;
@@ -296,8 +270,15 @@ spec::MeasuredModel merge_stage_measurements(const std::vector<spec::MeasuredMod
   std::vector<std::string> order;
   std::map<std::string, Sum> by_name;
   std::vector<double> boundaries;
-  for (const auto& m : all) {
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    const auto& m = all[k];
     if (m.boundary_bytes > 0) boundaries.push_back(m.boundary_bytes);
+    if (k > 0) {
+      for (auto [to, from] : {std::pair{&out.input, &m.input}, std::pair{&out.output, &m.output}}) {
+        to->forward_flops += from->forward_flops;
+        to->activation_bytes += from->activation_bytes;
+      }
+    }
     for (const auto& b : m.blocks) {
       auto [it, fresh] = by_name.try_emplace(b.name);
       if (fresh) {
@@ -309,6 +290,11 @@ spec::MeasuredModel merge_stage_measurements(const std::vector<spec::MeasuredMod
       }
       ++it->second.count;
     }
+  }
+  const double n = static_cast<double>(all.size());
+  for (spec::MeasuredUnit* u : {&out.input, &out.output}) {
+    u->forward_flops /= n;
+    u->activation_bytes /= n;
   }
   auto number = [](const std::string& name) {
     const bool digits = !name.empty() && name.find_first_not_of("0123456789") == std::string::npos;

@@ -50,7 +50,8 @@ spec::MeasuredModel attribute_forward(const std::vector<runtime::compat::Profile
 class ModelMeasurer {
  public:
   ~ModelMeasurer();
-  /// (Re)starts the profiler for the coming forward; false when it cannot (another profiler).
+  /// (Re)starts the profiler for the coming forward; false when it cannot (another profiler
+  /// is on), and from then on.
   bool arm();
   /// Stops the profiler without measuring.
   void disarm();
@@ -65,6 +66,7 @@ class ModelMeasurer {
 
  private:
   bool armed_ = false;
+  bool unavailable_ = false;  ///< the profiler could not start once: measure nothing
   int measured_ = 0;
   spec::MeasuredModel result_;
 };
@@ -72,13 +74,10 @@ class ModelMeasurer {
 /// A measurement as JSON and back (exchanged between processes).
 nlohmann::json measured_to_json(const spec::MeasuredModel& m);
 spec::MeasuredModel measured_from_json(const nlohmann::json& j);
-/// The mean of several processes' measurements of the same model (units by position; the
-/// first's names and parameters). Those whose block count differs from the first's are
-/// left out.
-spec::MeasuredModel average_measurements(const std::vector<spec::MeasuredModel>& all);
-/// A pipeline's model from its stages' measurements: the union of their blocks by name (a
-/// stage's replicas averaged), in the order of their names' numbers (the Sequential's
-/// indices); input and output units empty; the boundary the median of the stages'.
-spec::MeasuredModel merge_stage_measurements(const std::vector<spec::MeasuredModel>& all);
+/// The processes' measurements as one model: the union of their blocks by name, each the mean
+/// over the processes that measured it (data-parallel replicas: all; a pipeline: a stage's),
+/// in first-seen order with numeric names (a pipeline's Sequential indices) sorted; input and
+/// output units averaged; the boundary the median.
+spec::MeasuredModel merge_measurements(const std::vector<spec::MeasuredModel>& all);
 
 }  // namespace stratagem::accelerate

@@ -56,9 +56,7 @@ void Accelerator::gather_measurement() {
     if (!t.empty()) all.push_back(measured_from_json(nlohmann::json::parse(t)));
   }
   measured_.reset();
-  if (!all.empty()) {
-    measured_ = pipeline_ ? merge_stage_measurements(all) : average_measurements(all);
-  }
+  if (!all.empty()) measured_ = merge_measurements(all);
 }
 
 spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
@@ -110,7 +108,9 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
              "multiplies, convolutions, element-wise add/mul) and bytes the forward keeps "
              "(allocated minus freed within the unit), the processes' mean over one forward.";
     spec::MeasuredModel mm = *measured_;
-    mm.source = about.str();
+    mm.source = "LibTorch's op profiler over one forward on each of " +
+                std::to_string(env_.world_size) + " process(es) (" +
+                (device_.is_cuda() ? "CUDA" : "CPU") + "), stratagem::accelerate::Accelerator";
     model["measured"] = measured_to_json(mm);
     // The width of the stream between blocks, per token: GEMM shapes for the compute model.
     model["hidden"] = std::max<std::int64_t>(
