@@ -152,6 +152,7 @@ struct RankCoord {
   int stage = 0;  ///< pipeline stage
   int node = 0;
   int local_rank = 0;
+  int tp = 0;  ///< index in the tensor-parallel group
 };
 
 /// A model unit: the granularity of compute ops and of parameter sharding.
@@ -170,15 +171,18 @@ struct Unit {
 };
 
 /// Ranks → coordinates, groups, and which units each (stage, chunk) runs.
-/// Ranks are numbered rank = stage · dp + dp_index (data-parallel ranks adjacent, as in
-/// Megatron-LM), so a data-parallel group of ≤ gpus_per_node stays inside a node.
+/// Ranks are numbered as Megatron-LM does, tensor-parallel fastest, then data-parallel, then
+/// pipeline: rank = stage · dp · tp + dp_index · tp + tp_index, so a tensor-parallel group of
+/// ≤ gpus_per_node stays inside a node (and, with tp = 1, a data-parallel group of ≤ a node).
 struct Layout {
-  int world = 1, dp = 1, pp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
+  int world = 1, dp = 1, pp = 1, tp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
   std::vector<RankCoord> coords;  ///< per rank
   std::vector<Unit> units;        ///< 0 embedding, 1..L blocks, L+1 head
   /// stage_chunk_units[stage][chunk] = [begin, end) of units; virtual stage = chunk·pp+stage
   std::vector<std::vector<std::pair<int, int>>> stage_chunk_units;
-  int rank_of(int stage, int dp_index) const { return stage * dp + dp_index; }
+  int rank_of(int stage, int dp_index, int tp_index = 0) const {
+    return (stage * dp + dp_index) * tp + tp_index;
+  }
 };
 
 /// What each rank holds for the whole step (bytes per class) and what lives in host memory.
@@ -200,7 +204,7 @@ struct StepPlan {
   std::vector<CollectiveInstance> collectives;
   std::vector<Transfer> transfers;
   std::vector<RankInfo> ranks;
-  bool folded = false;              ///< only data-parallel index 0 of each stage was built
+  bool folded = false;  ///< only data-parallel (and tensor-parallel) index 0 of each stage built
   double model_flops_per_step = 0;  ///< 6·N·tokens + attention, without recomputation
 
   std::span<const OpId> deps_of(const Op& op) const {

@@ -167,6 +167,12 @@ BlockParamsBreakdown block_params_breakdown(const ModelSpec& m) {
   return b;
 }
 
+std::int64_t padded_vocab(const ModelSpec& m, int tp) {
+  if (tp <= 1) return m.vocab;
+  const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp);
+  return (m.vocab + multiple - 1) / multiple * multiple;
+}
+
 double block_params(const ModelSpec& m) {
   if (m.measured) return mean_block(*m.measured, &MeasuredUnit::params);
   if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);

@@ -67,6 +67,11 @@ struct ModelSpec {
 /// Parses a model object (already merged with its preset). `path` prefixes errors.
 ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
 
+/// The vocabulary as the embedding and LM head hold it: with tensor parallelism (tp > 1)
+/// padded up to a multiple of 128·tp, as Megatron-LM's --make-vocab-size-divisible-by 128
+/// does; tp = 1 keeps the model's own size (as HuggingFace models and FSDP train it).
+std::int64_t padded_vocab(const ModelSpec& m, int tp);
+
 /// Parameters of one transformer block (attention + MLP + norms).
 double block_params(const ModelSpec& m);
 /// block_params split by part; the three add up to block_params (quick-form models, whose

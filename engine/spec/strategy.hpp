@@ -52,6 +52,8 @@ struct LossScaleSpec {
 struct StrategySpec {
   int dp = 1;
   int pp = 1;
+  int tp = 1;                      ///< tensor-parallel degree (Megatron-LM)
+  bool sequence_parallel = false;  ///< Megatron-LM sequence parallelism (needs tp > 1)
   Schedule schedule = Schedule::one_f_one_b;
   int chunks = 1;  ///< virtual stages per rank (interleaved)
   int micro_batch_size = 1;

@@ -1,0 +1,52 @@
+#pragma once
+// What every pass of the plan builder shares: the scenario, the plan being filled (layout,
+// groups; ops are added only by lowering drafts, draft.hpp), and each rank's process groups
+// as the mesh pass made them. Helpers here are pure reads of the scenario and the layout.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/plan/builder.hpp"
+#include "engine/plan/plan.hpp"
+
+namespace stratagem::plan {
+
+struct BuildContext {
+  BuildContext(const spec::Scenario& s, const BuildOptions& o) : scenario(s), options(o) {}
+
+  const spec::Scenario& scenario;
+  BuildOptions options;
+  StepPlan plan;
+
+  // Per rank: index into plan.groups, -1 where the rank has no such group.
+  int world_group = 0;
+  std::vector<int> dp_group;       ///< data-parallel replicas of (stage, tp index)
+  std::vector<int> shard_group;    ///< who shares the sharded states (dp, or node for HYBRID)
+  std::vector<int> replica_group;  ///< HYBRID_SHARD: the same shard in every node
+  std::vector<int> tied_group;     ///< first and last stage (tied embeddings, pp > 1)
+  std::vector<int> tp_group;       ///< tensor-parallel peers of (stage, dp index)
+
+  const spec::StrategySpec& strategy() const { return scenario.strategy; }
+  const Layout& layout() const { return plan.layout; }
+  int group_size(int g) const { return static_cast<int>(plan.groups[g].ranks.size()); }
+  /// Bytes per element of parameters, gradients and activations as computed.
+  double compute_bytes() const { return spec::compute_param_bytes(scenario.strategy.precision); }
+  /// Parameters of the units a stage runs (all its chunks), on one tensor-parallel rank.
+  double stage_params(int stage) const;
+  double units_params(int u0, int u1) const;
+  double units_act(int u0, int u1, bool full) const;
+  /// Parameters are gathered for compute (ZeRO-3/FSDP with more than one data-parallel rank).
+  bool gathers_params(int rank) const;
+  /// Gradients are reduced across data-parallel replicas.
+  bool syncs_grads(int rank) const { return group_size(dp_group[rank]) > 1; }
+  /// Gradients are reduce-scattered into shards (ZeRO-2+, FSDP).
+  bool shards_grads(int rank) const;
+
+  /// Adds a group of ranks (sorted; one group per rank set) and returns its index.
+  int add_group(std::vector<int> ranks, const std::string& label);
+
+ private:
+  std::map<std::vector<int>, int> group_index_;
+};
+
+}  // namespace stratagem::plan

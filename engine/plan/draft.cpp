@@ -1,0 +1,135 @@
+#include "engine/plan/draft.hpp"
+
+#include <tuple>
+
+#include "engine/spec/error.hpp"
+
+namespace stratagem::plan {
+
+DraftRef RankDraft::add(Stream stream, Payload payload, std::vector<DraftRef> deps,
+                        std::vector<MemEffect> effects) {
+  ops.push_back({stream, std::move(payload), std::move(deps), std::move(effects)});
+  return static_cast<DraftRef>(ops.size()) - 1;
+}
+
+void add_dep(RankDraft& d, const Step& step, DraftRef dep) {
+  d.op(step.first()).deps.push_back(dep);
+}
+
+void add_effect(RankDraft& d, const Step& step, const MemEffect& effect) {
+  d.op(effect.at_end ? step.last() : step.first()).effects.push_back(effect);
+}
+
+Collective draft_collective(const BuildContext& ctx, CollectiveKind kind, CommPurpose purpose,
+                            int group, double bytes, int bucket, int u0, int u1) {
+  Collective c;
+  c.kind = kind;
+  c.purpose = purpose;
+  c.group = group;
+  c.bytes = bytes;
+  c.dtype = spec::compute_dtype(ctx.strategy().precision);
+  c.bucket = bucket;
+  c.unit_begin = u0;
+  c.unit_end = u1;
+  return c;
+}
+
+void Lowering::lower_rank(const RankDraft& d) {
+  std::vector<DraftRef> order;
+  order.reserve(d.ops.size());
+  auto take = [&order](const std::vector<DraftRef>& refs) {
+    order.insert(order.end(), refs.begin(), refs.end());
+  };
+  take(d.prologue);
+  for (const Step& s : d.steps) {
+    for (const auto& b : s.before) take(b);
+    take(s.body);
+    for (const auto& a : s.after) take(a);
+  }
+  take(d.epilogue);
+  if (order.size() != d.ops.size()) {
+    throw RuntimeError("plan builder: rank " + std::to_string(d.rank) + " drafted " +
+                       std::to_string(d.ops.size()) + " ops but placed " +
+                       std::to_string(order.size()));
+  }
+  std::vector<OpId> ids(d.ops.size(), kNoOp);
+  const auto base = static_cast<OpId>(ctx_.plan.ops.size());
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    ids[static_cast<std::size_t>(order[k])] = base + static_cast<OpId>(k);
+  }
+  for (DraftRef r : order) emit(d.rank, d.ops[static_cast<std::size_t>(r)], ids);
+}
+
+OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids) {
+  StepPlan& plan = ctx_.plan;
+  Op op;
+  op.id = static_cast<OpId>(plan.ops.size());
+  op.rank = rank;
+  op.stream = draft.stream;
+  op.payload = draft.payload;
+  op.dep_begin = static_cast<std::uint32_t>(plan.deps.size());
+  for (DraftRef d : draft.deps) {
+    if (d == kNoDraft) continue;
+    const OpId dep = ids[static_cast<std::size_t>(d)];
+    if (dep >= op.id) {
+      throw RuntimeError("plan builder: op " + std::to_string(op.id) + " of rank " +
+                         std::to_string(rank) + " depends on a later op");
+    }
+    plan.deps.push_back(dep);
+  }
+  op.dep_count = static_cast<std::uint32_t>(plan.deps.size()) - op.dep_begin;
+  op.mem_begin = static_cast<std::uint32_t>(plan.mem_effects.size());
+  for (const auto& e : draft.effects) {
+    if (e.bytes != 0) plan.mem_effects.push_back(e);
+  }
+  op.mem_count = static_cast<std::uint32_t>(plan.mem_effects.size()) - op.mem_begin;
+
+  if (auto* c = std::get_if<Collective>(&op.payload)) {
+    const int seq = next_seq_[{rank, c->group}]++;
+    auto [it, fresh] = instance_index_.try_emplace({c->group, seq}, -1);
+    if (fresh) {
+      CollectiveInstance inst;
+      inst.group = c->group;
+      inst.kind = c->kind;
+      inst.bytes = c->bytes;
+      plan.collectives.push_back(std::move(inst));
+      it->second = static_cast<int>(plan.collectives.size()) - 1;
+    }
+    auto& inst = plan.collectives[it->second];
+    if (inst.kind != c->kind || inst.bytes != c->bytes) {
+      throw RuntimeError("plan builder: members of group '" + plan.groups[c->group].label +
+                         "' disagree on collective #" + std::to_string(seq));
+    }
+    c->instance = it->second;
+    inst.ops.push_back(op.id);
+  } else if (auto* p = std::get_if<P2P>(&op.payload)) {
+    const int src = p->send ? rank : p->peer, dst = p->send ? p->peer : rank;
+    auto [it, fresh] = transfer_index_.try_emplace({src, dst, p->gradient, p->chunk, p->microbatch}, -1);
+    if (fresh) {
+      Transfer t;
+      t.src = src;
+      t.dst = dst;
+      t.bytes = p->bytes;
+      plan.transfers.push_back(t);
+      it->second = static_cast<int>(plan.transfers.size()) - 1;
+    }
+    p->transfer = it->second;
+    (p->send ? plan.transfers[it->second].send : plan.transfers[it->second].recv) = op.id;
+  }
+  plan.ranks[rank].streams[static_cast<int>(op.stream)].push_back(op.id);
+  plan.ops.push_back(std::move(op));
+  return plan.ops.back().id;
+}
+
+void Lowering::check_pairs() const {
+  const StepPlan& plan = ctx_.plan;
+  for (const auto& t : plan.transfers) {
+    const bool src_built = plan.ranks[t.src].built, dst_built = plan.ranks[t.dst].built;
+    if ((src_built && t.send == kNoOp) || (dst_built && t.recv == kNoOp)) {
+      throw RuntimeError("plan builder: unpaired transfer " + std::to_string(t.src) + " → " +
+                         std::to_string(t.dst));
+    }
+  }
+}
+
+}  // namespace stratagem::plan

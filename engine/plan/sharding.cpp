@@ -1,0 +1,117 @@
+#include "engine/plan/sharding.hpp"
+
+#include <set>
+
+#include "engine/spec/error.hpp"
+
+namespace stratagem::plan {
+
+namespace {
+
+constexpr double kLossScaleBytes = 8.0;  // fp16 scale + found-inf flag
+
+}  // namespace
+
+void set_resident(BuildContext& ctx, int r) {
+  const auto& st = ctx.strategy();
+  auto& info = ctx.plan.ranks[r];
+  const double psi = ctx.stage_params(ctx.layout().coords[r].stage);
+  const double n = ctx.group_size(ctx.shard_group[r]);
+  const double c = ctx.compute_bytes();
+  auto set = [&](TensorClass cls, double bytes) { info.initial[static_cast<int>(cls)] = bytes; };
+  set(TensorClass::params, c * psi / (spec::shards_parameters(st.sharding) ? n : 1.0));
+  set(TensorClass::grads, c * psi / (spec::shards_gradients(st.sharding) ? n : 1.0));
+  const double opt_shard = spec::shards_optimizer(st.sharding) ? n : 1.0;
+  const double states = spec::optimizer_state_bytes_per_param(st.optimizer) * psi / opt_shard;
+  const double master = spec::has_master_weights(st) ? 4.0 * psi / opt_shard : 0.0;
+  if (st.offload_optimizer == spec::Offload::cpu) {
+    info.host_bytes = states + master;
+  } else {
+    set(TensorClass::optimizer, states);
+    set(TensorClass::master_weights, master);
+  }
+  set(TensorClass::loss_scale, st.precision == spec::Precision::fp16 ? kLossScaleBytes : 0.0);
+}
+
+void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
+  if (!ctx.gathers_params(d.rank)) return;
+  const auto& st = ctx.strategy();
+  const Layout& L = ctx.layout();
+  const bool reshard = spec::reshards_after_forward(st.sharding);
+  const double pc = ctx.compute_bytes();
+  const int group = ctx.shard_group[d.rank];
+
+  // The units in the order compute needs them.
+  std::vector<int> need;
+  for (const Step& s : d.steps) {
+    if (s.phase == Phase::forward) need.push_back(s.unit_begin);
+    if (s.phase == Phase::backward && reshard) need.push_back(s.unit_begin);
+  }
+  std::vector<DraftRef> gathers;
+  std::vector<DraftRef> consumers(need.size(), kNoDraft);
+  auto make_gather = [&](std::size_t k) {
+    std::vector<DraftRef> deps;
+    const auto limit = static_cast<std::ptrdiff_t>(k) - 1 - st.prefetch;
+    if (limit >= 0) deps.push_back(consumers[static_cast<std::size_t>(limit)]);
+    const int unit = need[k];
+    const double bytes = pc * L.units[unit].gather_params;
+    gathers.push_back(d.add(Stream::gather,
+                            draft_collective(ctx, CollectiveKind::all_gather,
+                                             CommPurpose::param_gather, group, bytes, unit, unit,
+                                             unit + 1),
+                            std::move(deps), {{TensorClass::gathered_params, bytes, false}}));
+    return gathers.back();
+  };
+  for (std::size_t k = 0; k < need.size() && k <= static_cast<std::size_t>(st.prefetch); ++k) {
+    d.prologue.push_back(make_gather(k));
+  }
+  std::size_t taken = 0;  // gathers handed to their consumers so far
+  auto gather_for = [&](int unit) -> DraftRef {
+    if (taken >= need.size() || need[taken] != unit) {
+      throw RuntimeError("plan builder: gather order disagrees with compute order at unit " +
+                         std::to_string(unit));
+    }
+    return gathers[taken++];
+  };
+  // `step` used the last gather handed out: the gather prefetch + 1 places later may go.
+  auto consumed = [&](Step& step) {
+    consumers[taken - 1] = step.last();
+    const std::size_t next = taken + static_cast<std::size_t>(st.prefetch);
+    if (next < need.size()) step.after[static_cast<int>(Anchor::gather)].push_back(make_gather(next));
+  };
+
+  std::set<std::pair<int, int>> kept;  // (micro-batch, unit) gathered in forward and kept
+  DraftRef pending = kNoDraft;         // the gather a unit's recompute and backward share
+  for (Step& s : d.steps) {
+    const int u = s.unit_begin;
+    const double gbytes = pc * L.units[u].gather_params;
+    switch (s.phase) {
+      case Phase::forward: {
+        add_dep(d, s, gather_for(u));
+        if (reshard) add_effect(d, s, {TensorClass::gathered_params, -gbytes, true});
+        consumed(s);
+        if (!reshard) kept.insert({s.microbatch, u});
+        break;
+      }
+      case Phase::recompute:
+        pending = kept.count({s.microbatch, u}) ? kNoDraft : gather_for(u);
+        add_dep(d, s, pending);
+        break;
+      case Phase::backward: {
+        const bool recomputed = &s != &d.steps.front() && (&s - 1)->phase == Phase::recompute &&
+                                (&s - 1)->unit_begin == u && (&s - 1)->microbatch == s.microbatch;
+        if (!recomputed) pending = kept.count({s.microbatch, u}) ? kNoDraft : gather_for(u);
+        kept.erase({s.microbatch, u});
+        add_dep(d, s, pending);
+        add_effect(d, s, {TensorClass::gathered_params, -gbytes, true});
+        if (pending != kNoDraft) consumed(s);
+        pending = kNoDraft;
+        break;
+      }
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace stratagem::plan
