@@ -1,5 +1,7 @@
 #include "apps/torch/real_runs.hpp"
 
+#include "engine/runtime/model_layout.hpp"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -20,6 +22,7 @@ std::string default_work_dir(const std::string& what) {
 
 spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes) {
   if (processes < 1) throw SpecError("--num_processes", "must be >= 1");
+  runtime::check_runtime_strategy(scenario.strategy);
   spec::Scenario s = scenario;
   if (s.world_size() == processes && s.cluster.nodes == 1) return s;
   s.cluster.nodes = 1;

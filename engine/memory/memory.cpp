@@ -54,7 +54,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 
   RankMemory r;
   r.stage = stage;
-  r.rank = stage * st.dp;
+  r.rank = stage * st.dp * st.tp;
   r.shards = shard_group_size(s);
   r.stage_params = stage_params;
   const ModelStates states = model_states(stage_params, r.shards, st);
@@ -87,25 +87,29 @@ MemoryReport estimate_memory(const spec::Scenario& s) {
   report.capacity_bytes = s.cluster.gpu.memory_bytes;
   report.dp = st.dp;
   report.pp = st.pp;
+  report.tp = st.tp;
   for (int stage = 0; stage < st.pp; ++stage) {
     report.stages.push_back(stage_memory(s, units, split[stage], stage));
     const RankMemory& r = report.stages.back();
     report.fits = report.fits && r.fits;
     if (r.peak_bytes > report.stages[report.worst_stage].peak_bytes) report.worst_stage = stage;
   }
-  report.ranks = expand_to_ranks(report.stages, st.dp);
+  report.ranks = expand_to_ranks(report.stages, st.dp, st.tp);
   return report;
 }
 
-std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp) {
+std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp, int tp) {
   std::vector<RankMemory> out;
-  out.reserve(stages.size() * static_cast<std::size_t>(dp));
+  out.reserve(stages.size() * static_cast<std::size_t>(dp) * static_cast<std::size_t>(tp));
   for (const RankMemory& stage : stages) {
     for (int d = 0; d < dp; ++d) {
-      RankMemory r = stage;
-      r.dp_index = d;
-      r.rank = stage.stage * dp + d;
-      out.push_back(r);
+      for (int t = 0; t < tp; ++t) {
+        RankMemory r = stage;
+        r.dp_index = d;
+        r.tp_index = t;
+        r.rank = (stage.stage * dp + d) * tp + t;
+        out.push_back(r);
+      }
     }
   }
   return out;
@@ -117,6 +121,7 @@ nlohmann::ordered_json to_json(const RankMemory& r) {
   j["rank"] = r.rank;
   j["stage"] = r.stage;
   j["dp_index"] = r.dp_index;
+  j["tp_index"] = r.tp_index;
   nlohmann::ordered_json& classes = j["classes"];
   for (int c = 0; c < plan::kTensorClassCount; ++c) {
     classes[plan::to_string(static_cast<TensorClass>(c))] = r.bytes[c];

@@ -5,9 +5,9 @@
 //   peak = model states and loss scale (resident for the step, model_states.hpp)
 //        + the largest sum of activations, gathered parameters and gradient buckets over the
 //          stage's schedule (transient.hpp).
-// Ranks of one pipeline stage hold the same (data-parallel replicas; HYBRID_SHARD shards the
-// same way in every node), so the model computes one RankMemory per stage and copies it to the
-// stage's ranks. No plan is built: cost O(layers + micro-batches · pp · chunks).
+// Ranks of one pipeline stage hold the same (data-parallel replicas; tensor-parallel ranks hold
+// equal shards; HYBRID_SHARD shards the same way in every node), so the model computes one
+// RankMemory per stage and copies it to the stage's ranks. No plan is built: cost O(layers + micro-batches · pp · chunks).
 #include <array>
 #include <string>
 #include <vector>
@@ -26,13 +26,14 @@ struct RankMemory {
   int rank = 0;
   int stage = 0;
   int dp_index = 0;
+  int tp_index = 0;
   std::array<double, plan::kTensorClassCount> bytes{};
   double host_bytes = 0;          ///< offloaded to CPU memory (optimizer + master weights)
   double model_states_bytes = 0;  ///< params + grads + optimizer + master weights on the GPU
   double peak_bytes = 0;          ///< sum of `bytes`
   double capacity_bytes = 0;      ///< the GPU's memory (cluster.gpu.memory_bytes)
   bool fits = true;               ///< peak_bytes <= capacity_bytes
-  double stage_params = 0;        ///< Ψ: parameters of the units this stage runs
+  double stage_params = 0;        ///< Ψ: parameters of the units this stage runs (one TP rank's)
   int shards = 1;                 ///< N: ranks sharing the stage's sharded states
   int max_in_flight = 0;          ///< most chunk-micro-batches holding activations at once
 
@@ -44,9 +45,9 @@ struct MemoryReport {
   std::string scenario_name;
   std::string gpu_name;
   double capacity_bytes = 0;
-  int dp = 1, pp = 1;
+  int dp = 1, pp = 1, tp = 1;
   std::vector<RankMemory> stages;  ///< one per pipeline stage (rank: the stage's first)
-  std::vector<RankMemory> ranks;   ///< every rank, rank = stage · dp + dp index
+  std::vector<RankMemory> ranks;   ///< every rank, rank = (stage · dp + dp index) · tp + tp index
   bool fits = true;                ///< every rank fits
   int worst_stage = 0;             ///< the stage with the largest peak (the first if tied)
 
@@ -56,9 +57,9 @@ struct MemoryReport {
 /// The memory of every rank of a valid scenario (as spec::validate leaves it).
 MemoryReport estimate_memory(const spec::Scenario& scenario);
 
-/// Every rank of the scenario from its per-stage entries (rank = stage · dp + dp index, as
-/// plan::Layout numbers them).
-std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp);
+/// Every rank of the scenario from its per-stage entries (rank = (stage · dp + dp index) · tp
+/// + tp index, as plan::Layout numbers them).
+std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp, int tp = 1);
 
 /// {"name", "gpu", "capacity_bytes", "fits", ..., "ranks": [{"rank", "stage", "classes": {...},
 /// "host_bytes", "model_states_bytes", "peak_bytes", "capacity_bytes", "headroom_bytes",

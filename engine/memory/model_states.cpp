@@ -54,7 +54,8 @@ ModelStates zero_model_states(double params, int shards, int zero_stage,
 
 int shard_group_size(const spec::Scenario& scenario) {
   if (scenario.strategy.sharding == spec::Sharding::fsdp_hybrid_shard) {
-    return scenario.cluster.gpus_per_node;
+    // The data-parallel ranks of one tensor-parallel index inside a node.
+    return scenario.cluster.gpus_per_node / scenario.strategy.tp;
   }
   return scenario.strategy.dp;
 }

@@ -47,8 +47,9 @@ ModelStates zero_model_states(double params, int shards, int zero_stage,
 /// The sharding stage a ZeRO stage number means (0 none, 1, 2, 3); throws SpecError otherwise.
 spec::Sharding sharding_of_zero_stage(int zero_stage);
 
-/// N: the ranks that share a stage's sharded states. The data-parallel group (dp), or the
-/// GPUs of one node for HYBRID_SHARD (shard inside the node, replicate across nodes).
+/// N: the ranks that share a stage's sharded states. The data-parallel group (dp), or its
+/// members inside one node for HYBRID_SHARD (gpus_per_node / tp: shard inside the node,
+/// replicate across nodes).
 int shard_group_size(const spec::Scenario& scenario);
 
 }  // namespace stratagem::memory

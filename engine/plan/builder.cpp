@@ -3,6 +3,7 @@
 //   mesh            ranks, coordinates, process groups, folding (mesh.hpp)
 //   sharding        resident model states per rank (sharding.hpp)
 //   schedule        per rank, compute steps in schedule order (schedule_pass.hpp)
+//   tensor_parallel Megatron TP/SP collectives inside each step (tensor_parallel.hpp)
 //   pipeline        p2p sends and receives between stages (pipeline.hpp)
 //   sharding        ZeRO-3/FSDP parameter gathers with prefetch (sharding.hpp)
 //   data_parallel   gradient buckets, their sync, tied embeddings (data_parallel.hpp)
@@ -20,6 +21,7 @@
 #include "engine/plan/precision.hpp"
 #include "engine/plan/schedule_pass.hpp"
 #include "engine/plan/sharding.hpp"
+#include "engine/plan/tensor_parallel.hpp"
 
 namespace stratagem::plan {
 
@@ -38,8 +40,10 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
   g.per_unit_backward_sync = gathers || recompute || (ctx.syncs_grads(rank) && several);
   g.per_unit_backward = gathers || recompute || (ctx.shards_grads(rank) && several);
   build_steps(ctx, d, g);
+  split_tensor_parallel(ctx, d);
   add_pipeline_transfers(ctx, d);
   add_parameter_gathers(ctx, d);
+  add_sequence_parallel_norm_sync(ctx, d);
   add_gradient_sync(ctx, d, buckets);
   add_loss_scale_check(ctx, d);
   add_optimizer_step(ctx, d, buckets);

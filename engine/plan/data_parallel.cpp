@@ -52,9 +52,9 @@ class GradientSync {
       for (Step& s : d_.steps) {
         if (s.phase != Phase::backward) continue;
         if (shard_grads_) {
-          add_effect(d_, s,
-                     {TensorClass::comm_buckets, pc * ctx_.units_params(s.unit_begin, s.unit_end),
-                      true});
+          add_effect(
+              d_, s,
+              {TensorClass::comm_buckets, pc * ctx_.units_params(s.unit_begin, s.unit_end), true});
         }
         const bool launches = shard_grads_ || s.microbatch == st.grad_accum - 1;
         if (launches) finish_units(s);
@@ -62,11 +62,11 @@ class GradientSync {
     }
     if (tied_unit_ >= 0) {
       const double bytes = pc * tied_table_params();
-      const DraftRef tied = d_.add(
-          Stream::collective,
-          draft_collective(ctx_, CollectiveKind::all_reduce, CommPurpose::tied_embedding,
-                           ctx_.tied_group[d_.rank], bytes, -1, 0, 0),
-          {d_.last_compute()});
+      const DraftRef tied =
+          d_.add(Stream::collective,
+                 draft_collective(ctx_, CollectiveKind::all_reduce, CommPurpose::tied_embedding,
+                                  ctx_.tied_group[d_.rank], bytes, -1, 0, 0),
+                 {d_.last_compute()});
       d_.epilogue.push_back(tied);
       d_.before_step.push_back(tied);
       if (deferred_bucket_ >= 0) {
@@ -80,8 +80,8 @@ class GradientSync {
   // The word table on one tensor-parallel rank: its vocabulary shard.
   double tied_table_params() const {
     const auto& m = ctx_.scenario.model;
-    return static_cast<double>(spec::padded_vocab(m, ctx_.strategy().tp)) /
-           ctx_.strategy().tp * static_cast<double>(m.hidden);
+    return static_cast<double>(spec::padded_vocab(m, ctx_.strategy().tp)) / ctx_.strategy().tp *
+           static_cast<double>(m.hidden);
   }
 
   void finish_units(Step& s) {
@@ -107,10 +107,10 @@ class GradientSync {
     const int rank = d_.rank;
     auto add = [&](CollectiveKind kind, int group, double b, DraftRef dep,
                    std::vector<MemEffect> fx) {
-      const DraftRef op = d_.add(Stream::collective,
-                                 draft_collective(ctx_, kind, CommPurpose::grad_sync, group, b,
-                                                  index, *lo, *hi + 1),
-                                 {dep}, std::move(fx));
+      const DraftRef op = d_.add(
+          Stream::collective,
+          draft_collective(ctx_, kind, CommPurpose::grad_sync, group, b, index, *lo, *hi + 1),
+          {dep}, std::move(fx));
       out.push_back(op);
       d_.before_step.push_back(op);
       return op;
@@ -123,13 +123,13 @@ class GradientSync {
     // every micro-batch and free the staged unsharded gradients.
     std::vector<MemEffect> fx;
     if (shard_grads_) fx.push_back({TensorClass::comm_buckets, -bytes, true});
-    const DraftRef rs = add(CollectiveKind::reduce_scatter, ctx_.shard_group[rank], bytes, after,
-                            std::move(fx));
+    const DraftRef rs =
+        add(CollectiveKind::reduce_scatter, ctx_.shard_group[rank], bytes, after, std::move(fx));
     const int replica = ctx_.replica_group[rank];
     if (replica >= 0 && ctx_.group_size(replica) > 1) {
       // HYBRID_SHARD: the shards are then all-reduced across the node replicas.
-      add(CollectiveKind::all_reduce, replica, bytes / ctx_.group_size(ctx_.shard_group[rank]),
-          rs, {});
+      add(CollectiveKind::all_reduce, replica, bytes / ctx_.group_size(ctx_.shard_group[rank]), rs,
+          {});
     }
   }
 

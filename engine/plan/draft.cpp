@@ -104,7 +104,8 @@ OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids
     inst.ops.push_back(op.id);
   } else if (auto* p = std::get_if<P2P>(&op.payload)) {
     const int src = p->send ? rank : p->peer, dst = p->send ? p->peer : rank;
-    auto [it, fresh] = transfer_index_.try_emplace({src, dst, p->gradient, p->chunk, p->microbatch}, -1);
+    auto [it, fresh] =
+        transfer_index_.try_emplace({src, dst, p->gradient, p->chunk, p->microbatch}, -1);
     if (fresh) {
       Transfer t;
       t.src = src;

@@ -63,9 +63,7 @@ struct RankDraft {
   DraftRef add(Stream stream, Payload payload, std::vector<DraftRef> deps = {},
                std::vector<MemEffect> effects = {});
   /// The last op of the last step (the rank's last compute before the epilogue).
-  DraftRef last_compute() const {
-    return steps.empty() ? kNoDraft : steps.back().last();
-  }
+  DraftRef last_compute() const { return steps.empty() ? kNoDraft : steps.back().last(); }
   DraftOp& op(DraftRef r) { return ops[static_cast<std::size_t>(r)]; }
 };
 

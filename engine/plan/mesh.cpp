@@ -62,8 +62,7 @@ void make_groups(BuildContext& ctx) {
     } else {
       ctx.shard_group[r] = ctx.dp_group[r];
     }
-    if (ctx.scenario.model.tied_embeddings && st.pp > 1 &&
-        (c.stage == 0 || c.stage == st.pp - 1)) {
+    if (ctx.scenario.model.tied_embeddings && st.pp > 1 && (c.stage == 0 || c.stage == st.pp - 1)) {
       ctx.tied_group[r] =
           ctx.add_group({L.rank_of(0, c.dp, c.tp), L.rank_of(st.pp - 1, c.dp, c.tp)},
                         "tied(dp " + std::to_string(c.dp) + suffix(L, c.tp) + ")");

@@ -45,11 +45,11 @@ void add_optimizer_step(BuildContext& ctx, RankDraft& d, const std::vector<Bucke
   for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {
     const auto& bk = buckets[b];
     const auto [lo, hi] = std::minmax_element(bk.units.begin(), bk.units.end());
-    d.epilogue.push_back(d.add(Stream::collective,
-                               draft_collective(ctx, CollectiveKind::all_gather,
-                                                CommPurpose::param_gather, ctx.shard_group[d.rank],
-                                                ctx.compute_bytes() * bk.params, b, *lo, *hi + 1),
-                               {step}));
+    d.epilogue.push_back(d.add(
+        Stream::collective,
+        draft_collective(ctx, CollectiveKind::all_gather, CommPurpose::param_gather,
+                         ctx.shard_group[d.rank], ctx.compute_bytes() * bk.params, b, *lo, *hi + 1),
+        {step}));
   }
 }
 

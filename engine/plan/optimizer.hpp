@@ -9,6 +9,7 @@
 
 namespace stratagem::plan {
 
-void add_optimizer_step(BuildContext& ctx, RankDraft& draft, const std::vector<BucketPlan>& buckets);
+void add_optimizer_step(BuildContext& ctx, RankDraft& draft,
+                        const std::vector<BucketPlan>& buckets);
 
 }  // namespace stratagem::plan

@@ -42,14 +42,15 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
       recv = kNoDraft;
       if (has_input) {
         const DraftRef before = k == 0 ? kNoDraft : d.steps[k - 1].last();
-        recv = forward ? d.add(Stream::p2p,
-                               p2p(false, prev_rank, false, s.chunk - (stage == 0 ? 1 : 0),
-                                   s.microbatch),
-                               {before})
-                       : d.add(Stream::p2p,
-                               p2p(false, next_rank, true,
-                                   s.chunk + (stage == st.pp - 1 ? 1 : 0), s.microbatch),
-                               {before});
+        recv =
+            forward
+                ? d.add(Stream::p2p,
+                        p2p(false, prev_rank, false, s.chunk - (stage == 0 ? 1 : 0), s.microbatch),
+                        {before})
+                : d.add(Stream::p2p,
+                        p2p(false, next_rank, true, s.chunk + (stage == st.pp - 1 ? 1 : 0),
+                            s.microbatch),
+                        {before});
         s.before[static_cast<int>(Anchor::p2p)].push_back(recv);
       }
     }
@@ -57,10 +58,9 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
     const bool has_output = forward ? vs < last_vs : vs > 0;
     if (s.last_of_item && has_output) {
       const DraftRef send =
-          forward ? d.add(Stream::p2p, p2p(true, next_rank, false, s.chunk, s.microbatch),
-                          {s.last()})
-                  : d.add(Stream::p2p, p2p(true, prev_rank, true, s.chunk, s.microbatch),
-                          {s.last()});
+          forward
+              ? d.add(Stream::p2p, p2p(true, next_rank, false, s.chunk, s.microbatch), {s.last()})
+              : d.add(Stream::p2p, p2p(true, prev_rank, true, s.chunk, s.microbatch), {s.last()});
       s.after[static_cast<int>(Anchor::p2p)].push_back(send);
     }
   }

@@ -12,6 +12,8 @@ const char* to_string(Stream s) {
       return "gather";
     case Stream::p2p:
       return "p2p";
+    case Stream::tp:
+      return "tp";
   }
   return "?";
 }
@@ -84,6 +86,8 @@ const char* to_string(CommPurpose p) {
       return "tied_embedding";
     case CommPurpose::found_inf:
       return "found_inf";
+    case CommPurpose::tensor_parallel:
+      return "tensor_parallel";
   }
   return "?";
 }

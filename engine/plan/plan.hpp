@@ -28,8 +28,9 @@ namespace stratagem::plan {
 using OpId = std::int32_t;
 inline constexpr OpId kNoOp = -1;
 
-enum class Stream : std::uint8_t { compute, collective, gather, p2p };
-inline constexpr int kStreamCount = 4;
+/// `tp`: tensor-parallel collectives, on the critical path of the compute they split.
+enum class Stream : std::uint8_t { compute, collective, gather, p2p, tp };
+inline constexpr int kStreamCount = 5;
 const char* to_string(Stream s);
 
 /// What memory holds. `count` is the number of classes.
@@ -66,7 +67,8 @@ enum class CommPurpose : std::uint8_t {
   grad_sync,       ///< DDP all-reduce / ZeRO reduce-scatter of gradients
   param_gather,    ///< ZeRO-3/FSDP gather before compute, ZeRO-1/2 gather after the step
   tied_embedding,  ///< first/last pipeline stage sync of tied embedding gradients
-  found_inf        ///< fp16 overflow check across ranks
+  found_inf,       ///< fp16 overflow check across ranks
+  tensor_parallel  ///< Megatron TP/SP activations (all-reduce, or all-gather/reduce-scatter)
 };
 const char* to_string(CommPurpose p);
 
@@ -157,8 +159,8 @@ struct RankCoord {
 
 /// A model unit: the granularity of compute ops and of parameter sharding.
 struct Unit {
-  std::string name;            ///< "embedding", "block 3", "head"
-  double params = 0;           ///< parameters this unit owns on its stage
+  std::string name;   ///< "embedding", "block 3", "head"
+  double params = 0;  ///< parameters this unit owns on its stage
   /// Parameters a gather of this unit brings (ZeRO-3/FSDP): its own, and for the LM head of a
   /// tied model on one stage whose parameters are resharded after each use, also the word
   /// table it borrows from the embedding (gathered again, as DeepSpeed's ZeRO-3 does).

@@ -64,8 +64,8 @@ void build_steps(const BuildContext& ctx, RankDraft& d, const Granularity& g) {
   const int stage = d.stage;
   const bool recompute = st.recompute != spec::Recompute::none;
   const auto order = schedule_order(st.schedule, st.pp, stage, st.chunks, st.grad_accum);
-  auto add_step = [&](Phase phase, int item, const ScheduleItem& it, int u0, int u1,
-                      bool first, bool chain, std::vector<MemEffect> effects) {
+  auto add_step = [&](Phase phase, int item, const ScheduleItem& it, int u0, int u1, bool first,
+                      bool chain, std::vector<MemEffect> effects) {
     Step s;
     s.phase = phase;
     s.item = item;
@@ -108,8 +108,8 @@ void build_steps(const BuildContext& ctx, RankDraft& d, const Granularity& g) {
                      {{TensorClass::activations, unit.full_act_bytes - unit.act_bytes, false}});
           }
           add_step(Phase::backward, i, it, u, u + 1, u == u1 - 1, true,
-                   {{TensorClass::activations,
-                     -(recompute ? unit.full_act_bytes : unit.act_bytes), true}});
+                   {{TensorClass::activations, -(recompute ? unit.full_act_bytes : unit.act_bytes),
+                     true}});
         }
       }
     }

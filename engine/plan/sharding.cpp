@@ -55,11 +55,11 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
     if (limit >= 0) deps.push_back(consumers[static_cast<std::size_t>(limit)]);
     const int unit = need[k];
     const double bytes = pc * L.units[unit].gather_params;
-    gathers.push_back(d.add(Stream::gather,
-                            draft_collective(ctx, CollectiveKind::all_gather,
-                                             CommPurpose::param_gather, group, bytes, unit, unit,
-                                             unit + 1),
-                            std::move(deps), {{TensorClass::gathered_params, bytes, false}}));
+    gathers.push_back(
+        d.add(Stream::gather,
+              draft_collective(ctx, CollectiveKind::all_gather, CommPurpose::param_gather, group,
+                               bytes, unit, unit, unit + 1),
+              std::move(deps), {{TensorClass::gathered_params, bytes, false}}));
     return gathers.back();
   };
   for (std::size_t k = 0; k < need.size() && k <= static_cast<std::size_t>(st.prefetch); ++k) {
@@ -77,7 +77,8 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
   auto consumed = [&](Step& step) {
     consumers[taken - 1] = step.last();
     const std::size_t next = taken + static_cast<std::size_t>(st.prefetch);
-    if (next < need.size()) step.after[static_cast<int>(Anchor::gather)].push_back(make_gather(next));
+    if (next < need.size())
+      step.after[static_cast<int>(Anchor::gather)].push_back(make_gather(next));
   };
 
   std::set<std::pair<int, int>> kept;  // (micro-batch, unit) gathered in forward and kept

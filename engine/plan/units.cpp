@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/plan/builder.hpp"
+#include "engine/spec/tensor_shapes.hpp"
 
 namespace stratagem::plan {
 
@@ -45,29 +46,37 @@ std::vector<Unit> make_measured_units(const spec::Scenario& s, double elem) {
 
 std::vector<Unit> make_units(const spec::Scenario& s) {
   const auto& m = s.model;
-  const double b = s.strategy.micro_batch_size;
+  const auto& st = s.strategy;
+  const double b = st.micro_batch_size;
   const double seq = static_cast<double>(s.training.seq_len);
   const double tokens = b * seq;
-  const double elem = s.strategy.precision == spec::Precision::no ? 4.0 : 2.0;
+  const double elem = st.precision == spec::Precision::no ? 4.0 : 2.0;
   if (m.measured) return make_measured_units(s, elem);
+  // One tensor-parallel rank's share (tensor_shapes.hpp); tp = 1 is the whole model.
+  const int tp = st.tp;
+  const double t = tp;
+  const double vocab = static_cast<double>(spec::padded_vocab(m, tp));
+  const double word_table = spec::word_table_params_tp(m, tp);
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(m.layers) + 2);
 
   Unit embedding;
   embedding.name = "embedding";
-  embedding.params = spec::embedding_params(m);
+  embedding.params = spec::embedding_params_tp(m, tp);
   embedding.gather_params = embedding.params;
   units.push_back(embedding);  // a lookup: no FLOPs; its output is block 1's saved input
 
   Unit block;
-  block.params = spec::block_params(m);
+  block.params = spec::block_params_tp(m, tp);
   block.gather_params = block.params;
   block.fwd_flops = tokens * spec::block_forward_flops_per_token(m, s.training.seq_len);
-  block.act_bytes = spec::activation_bytes_per_layer(
-      m, s.training.seq_len, s.strategy.micro_batch_size, s.strategy.recompute, elem);
+  if (tp > 1) block.fwd_flops /= t;
+  const spec::ActivationLayout act{tp, st.sequence_parallel};
+  block.act_bytes = spec::activation_bytes_per_layer(m, s.training.seq_len, st.micro_batch_size,
+                                                     st.recompute, elem, act);
   block.full_act_bytes = spec::activation_bytes_per_layer(
-      m, s.training.seq_len, s.strategy.micro_batch_size, spec::Recompute::none, elem);
-  switch (s.strategy.recompute) {
+      m, s.training.seq_len, st.micro_batch_size, spec::Recompute::none, elem, act);
+  switch (st.recompute) {
     case spec::Recompute::none:
       block.recompute_flops = 0;
       break;
@@ -75,11 +84,15 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
       block.recompute_flops = block.fwd_flops;
       break;
     case spec::Recompute::selective:
-      // Only the attention core (softmax(QKᵀ)·V) is recomputed: 4·b·s²·h FLOPs.
+      // Only the attention core (softmax(QKᵀ)·V) is recomputed: 4·b·s²·h FLOPs (/tp: heads
+      // are split).
       block.recompute_flops = 4.0 * tokens * seq * static_cast<double>(m.hidden);
+      if (tp > 1) block.recompute_flops /= t;
       break;
   }
-  block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
+  // The smallest GEMM dimension; tensor parallelism shards the hidden one (QKV and MLP-in
+  // outputs, projection and MLP-out inputs).
+  block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden) / t);
   for (std::int64_t l = 1; l <= m.layers; ++l) {
     block.name = "block " + std::to_string(l);
     units.push_back(block);
@@ -87,21 +100,20 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
 
   Unit head;
   head.name = "head";
-  head.params = spec::head_params(m);
+  head.params = spec::head_params_tp(m, tp);
   // With tied embeddings split over a pipeline, the last stage keeps its own copy of the
   // word embeddings for the LM head and syncs its gradient with the first stage (Megatron).
-  if (m.tied_embeddings && s.strategy.pp > 1) {
-    head.params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
-  }
+  if (m.tied_embeddings && st.pp > 1) head.params += word_table;
   head.gather_params = head.params;
-  if (m.tied_embeddings && s.strategy.pp == 1 && spec::shards_parameters(s.strategy.sharding) &&
-      spec::reshards_after_forward(s.strategy.sharding)) {
-    head.gather_params += static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  if (m.tied_embeddings && st.pp == 1 && spec::shards_parameters(st.sharding) &&
+      spec::reshards_after_forward(st.sharding)) {
+    head.gather_params += word_table;
   }
   head.fwd_flops = tokens * spec::head_forward_flops_per_token(m, s.training.seq_len);
+  if (tp > 1) head.fwd_flops *= vocab / static_cast<double>(m.vocab) / t;
   head.act_bytes = head.full_act_bytes =
       m.vocab > 0
-          ? spec::head_activation_bytes(m, s.training.seq_len, s.strategy.micro_batch_size, elem)
+          ? spec::head_activation_bytes(m, s.training.seq_len, st.micro_batch_size, elem, act)
           : 0.0;
   head.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
   units.push_back(head);

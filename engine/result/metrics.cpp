@@ -94,7 +94,7 @@ RankStats rank_stats(const RankResult& r) {
       model.emplace_back(s.start_s, s.end_s);
       st.model_end_s = std::max(st.model_end_s, s.end_s);
     } else if (is_collective(s.kind)) {
-      st.comm_bytes[static_cast<int>(s.purpose)] += s.bytes;
+      st.comm_bytes[static_cast<int>(comm_category(s.purpose))] += s.bytes;
     } else if (s.kind == SpanKind::send) {
       st.comm_bytes[static_cast<int>(CommCategory::pipeline)] += s.bytes;
     }
@@ -108,8 +108,6 @@ RankStats rank_stats(const RankResult& r) {
 }  // namespace
 
 Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
-  static_assert(static_cast<int>(plan::CommPurpose::found_inf) ==
-                static_cast<int>(CommCategory::found_inf));
   const int world = static_cast<int>(r.ranks.size());
   std::vector<RankStats> stats(r.ranks.size());
   for (int i = 0; i < world; ++i) {

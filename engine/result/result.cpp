@@ -50,8 +50,26 @@ const char* to_string(CommCategory c) {
       return "found_inf";
     case CommCategory::pipeline:
       return "pipeline";
+    case CommCategory::tensor_parallel:
+      return "tensor_parallel";
   }
   return "?";
+}
+
+CommCategory comm_category(plan::CommPurpose p) {
+  switch (p) {
+    case plan::CommPurpose::grad_sync:
+      return CommCategory::grad_sync;
+    case plan::CommPurpose::param_gather:
+      return CommCategory::param_gather;
+    case plan::CommPurpose::tied_embedding:
+      return CommCategory::tied_embedding;
+    case plan::CommPurpose::found_inf:
+      return CommCategory::found_inf;
+    case plan::CommPurpose::tensor_parallel:
+      return CommCategory::tensor_parallel;
+  }
+  return CommCategory::grad_sync;
 }
 
 SpanKind span_kind_of(const plan::Op& op) {
@@ -95,8 +113,8 @@ const RankResult& RunResult::resolved(int rank) const {
 
 namespace {
 
-constexpr int kCommPurposeCount = 4;
-static_assert(static_cast<int>(plan::CommPurpose::found_inf) == kCommPurposeCount - 1);
+constexpr int kCommPurposeCount = 5;
+static_assert(static_cast<int>(plan::CommPurpose::tensor_parallel) == kCommPurposeCount - 1);
 constexpr int kDTypeCount = 4;
 static_assert(static_cast<int>(spec::DType::bf16) == kDTypeCount - 1);
 

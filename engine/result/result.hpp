@@ -51,10 +51,13 @@ enum class CommCategory : std::uint8_t {
   param_gather,
   tied_embedding,
   found_inf,
-  pipeline
+  pipeline,
+  tensor_parallel
 };
-inline constexpr int kCommCategoryCount = 5;
+inline constexpr int kCommCategoryCount = 6;
 const char* to_string(CommCategory c);
+/// The category a collective of this purpose counts in.
+CommCategory comm_category(plan::CommPurpose p);
 
 /// One executed op on one rank. Times in seconds from the start of the step.
 struct Span {

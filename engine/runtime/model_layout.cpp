@@ -87,6 +87,16 @@ void check_runtime_model(const spec::ModelSpec& m) {
   }
 }
 
+void check_runtime_strategy(const spec::StrategySpec& st) {
+  if (st.tp > 1) {
+    throw SpecError(
+        "strategy.tp",
+        "the real runtime does not execute tensor parallelism yet (tp = " + std::to_string(st.tp) +
+            "); simulate it with `stratagem sim` or `stratagem compare`, or run with "
+            "tp = 1");
+  }
+}
+
 std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_owns_embedding_copy) {
   check_runtime_model(m);
   const std::int64_t h = m.hidden, f = m.ffn_hidden;

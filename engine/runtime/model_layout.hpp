@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/spec/model.hpp"
+#include "engine/spec/strategy.hpp"
 
 namespace stratagem::runtime {
 
@@ -45,6 +46,10 @@ struct UnitLayout {
 /// Throws SpecError for model shapes the runtime cannot train: encoders, the quick
 /// {"params": P} form (no shape), token-type embeddings, poolers.
 void check_runtime_model(const spec::ModelSpec& model);
+
+/// Throws SpecError for strategies the runtime does not execute: tensor (and sequence)
+/// parallelism, which only the simulator models so far.
+void check_runtime_strategy(const spec::StrategySpec& strategy);
 
 /// Units 0..L+1. `head_owns_embedding_copy`: tied embeddings split over a pipeline (pp > 1).
 std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& model,

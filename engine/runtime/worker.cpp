@@ -14,6 +14,7 @@ namespace stratagem::runtime {
 Trainer::Trainer(const spec::Scenario& scenario, Communicator& comm, TrainOptions options)
     : options_(std::move(options)), comm_(comm) {
   check_runtime_model(scenario.model);
+  check_runtime_strategy(scenario.strategy);
   if (comm.world_size() != scenario.world_size()) {
     throw SpecError("strategy.dp",
                     "the scenario needs dp × pp = " + std::to_string(scenario.world_size()) +

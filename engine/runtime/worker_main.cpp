@@ -1,5 +1,7 @@
 #include "engine/runtime/worker_main.hpp"
 
+#include "engine/runtime/model_layout.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -181,7 +183,9 @@ spec::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int 
     if (measure_device) c["gpu"] = spec::to_json(measure_cpu_device(processes_per_node));
     j["cluster"] = c;
   }
-  return spec::parse_scenario(j, args.scenario);
+  spec::Scenario parsed = spec::parse_scenario(j, args.scenario);
+  check_runtime_strategy(parsed.strategy);
+  return parsed;
 }
 
 int run_worker(const WorkerArgs& args) {

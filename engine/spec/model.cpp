@@ -71,8 +71,8 @@ ModelSpec parse_measured_model(ObjectReader& r, const std::string& name) {
   // token): GEMM shapes for the compute model's efficiency curve.
   constexpr std::int64_t kBig = std::int64_t{1} << 40;
   m.hidden = r.integer_or(
-      "hidden",
-      std::max<std::int64_t>(1, std::llround(mm->boundary_bytes / mm->element_bytes)), 1, kBig);
+      "hidden", std::max<std::int64_t>(1, std::llround(mm->boundary_bytes / mm->element_bytes)), 1,
+      kBig);
   m.heads = m.kv_heads = 1;
   m.bias = false;
   m.positions = PositionKind::rotary;
@@ -240,7 +240,7 @@ double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
 
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
                                   std::int64_t micro_batch, Recompute recompute,
-                                  double bytes_per_element) {
+                                  double bytes_per_element, ActivationLayout layout) {
   const double s = seq_len, b = micro_batch, h = m.hidden, a = m.heads;
   if (m.measured) {
     const double scale = bytes_per_element / m.measured->element_bytes;
@@ -248,6 +248,20 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
     return b * mean_block(*m.measured, &MeasuredUnit::activation_bytes) * scale;
   }
   const double scale = bytes_per_element / 2.0;  // the table is for 16-bit activations
+  if (layout.tp > 1) {
+    const double t = layout.tp;
+    const bool sp = layout.sequence_parallel;
+    switch (recompute) {
+      case Recompute::full:
+        return 2.0 * s * b * h * scale / (sp ? t : 1.0);
+      case Recompute::selective:
+        return s * b * h * (sp ? 34.0 / t : 10.0 + 24.0 / t) * scale;
+      case Recompute::none:
+        break;
+    }
+    const double scores = 5.0 * a * s / h;
+    return s * b * h * (sp ? (34.0 + scores) / t : 10.0 + (24.0 + scores) / t) * scale;
+  }
   switch (recompute) {
     case Recompute::full:
       return 2.0 * s * b * h * scale;
@@ -260,12 +274,18 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
 }
 
 double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
-                             double bytes_per_element) {
+                             double bytes_per_element, ActivationLayout layout) {
   if (m.measured) {
     return static_cast<double>(micro_batch) * m.measured->output.activation_bytes *
            bytes_per_element / m.measured->element_bytes;
   }
   const double sb = static_cast<double>(seq_len) * static_cast<double>(micro_batch);
+  if (layout.tp > 1) {
+    const double t = layout.tp;
+    const double input =
+        static_cast<double>(m.hidden) * bytes_per_element / (layout.sequence_parallel ? t : 1.0);
+    return sb * (input + 4.0 * static_cast<double>(padded_vocab(m, layout.tp)) / t);
+  }
   return sb * (static_cast<double>(m.hidden) * bytes_per_element + 4.0 * m.vocab);
 }
 

@@ -102,18 +102,28 @@ double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 /// Forward FLOPs of the head per token (2·V·h; a measured model's output unit / seq_len).
 double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 
-/// Activation bytes one block keeps for backward, per micro-batch, at 16-bit precision
-/// (Korthikanti et al. 2022, table 2): s·b·h·(34 + 5·a·s/h); selective recomputation
-/// 34·s·b·h; full recomputation 2·s·b·h (the block input only). fp32 training doubles it.
+/// How a block's activations are spread over tensor-parallel ranks (Megatron-LM).
+struct ActivationLayout {
+  int tp = 1;
+  bool sequence_parallel = false;
+};
+
+/// Activation bytes one block keeps for backward, per micro-batch, on one tensor-parallel
+/// rank, at 16-bit precision (Korthikanti et al. 2022, table 2; t = tp, a = heads):
+///   no recomputation       s·b·h·(10 + 24/t + 5·a·s/(h·t));  with SP s·b·h·(34 + 5·a·s/h)/t
+///   selective recompute    s·b·h·(10 + 24/t);                with SP 34·s·b·h/t
+///   full recompute         2·s·b·h (the block input only);   with SP 2·s·b·h/t
+/// t = 1 gives s·b·h·(34 + 5·a·s/h), 34·s·b·h, 2·s·b·h. fp32 training doubles it.
 /// A measured model: its blocks' mean measured bytes (selective recomputation keeps them all:
 /// the attention core is not known), the block input (boundary) with full recomputation.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
                                   std::int64_t micro_batch, Recompute recompute,
-                                  double bytes_per_element = 2.0);
+                                  double bytes_per_element = 2.0, ActivationLayout layout = {});
 
-/// Activation bytes the output unit keeps per micro-batch: the final norm's input in the
-/// activation dtype (s·b·h·e) and the fp32 logits cross-entropy keeps (4·s·b·V).
+/// Activation bytes the output unit keeps per micro-batch on one tensor-parallel rank: the
+/// final norm's input in the activation dtype (s·b·h·e, /t with sequence parallelism) and the
+/// fp32 logits cross-entropy keeps (4·s·b·V; vocab-parallel with TP: 4·s·b·V_padded/t).
 double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
-                             double bytes_per_element = 2.0);
+                             double bytes_per_element = 2.0, ActivationLayout layout = {});
 
 }  // namespace stratagem::spec

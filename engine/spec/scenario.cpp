@@ -4,6 +4,7 @@
 
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
+#include "engine/spec/parallel_dims.hpp"
 #include "engine/spec/presets.hpp"
 
 namespace stratagem::spec {
@@ -44,13 +45,7 @@ Scenario parse_scenario(const nlohmann::json& object, const std::string& source)
 
 void validate(Scenario& s) {
   auto& st = s.strategy;
-  const int gpus = s.cluster.world_size();
-  if (st.dp * st.pp != gpus) {
-    throw SpecError("strategy.dp", "dp × pp = " + str(st.dp) + " × " + str(st.pp) + " = " +
-                                       str(st.dp * st.pp) + ", but the cluster has " + str(gpus) +
-                                       " GPUs (" + str(s.cluster.nodes) + " nodes × " +
-                                       str(s.cluster.gpus_per_node) + ")");
-  }
+  validate_mesh(s);
   if (st.pp > s.model.layers) {
     throw SpecError("strategy.pp", "pp = " + str(st.pp) + " exceeds the model's " +
                                        str(s.model.layers) + " layers");

@@ -119,6 +119,8 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   StrategySpec s;
   s.dp = static_cast<int>(r.integer_or("dp", 1, 1, 1 << 24));
   s.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
+  s.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 10));
+  s.sequence_parallel = r.boolean_or("sequence_parallel", false);
   const std::string schedule = r.choice_or("schedule", "1f1b", {"gpipe", "1f1b", "interleaved"});
   s.schedule = schedule == "gpipe"         ? Schedule::gpipe
                : schedule == "interleaved" ? Schedule::interleaved
@@ -216,6 +218,8 @@ nlohmann::json to_json(const StrategySpec& s) {
                       {"prefetch", s.prefetch},
                       {"master_weights", s.master_weights}};
   if (s.schedule == Schedule::interleaved) j["chunks"] = s.chunks;
+  if (s.tp > 1) j["tp"] = s.tp;
+  if (s.sequence_parallel) j["sequence_parallel"] = true;
   if (s.precision == Precision::fp16) {
     j["initial_scale_power"] = s.loss_scale.initial_scale_power;
     j["loss_scale_window"] = s.loss_scale.loss_scale_window;

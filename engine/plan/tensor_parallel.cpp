@@ -1,0 +1,178 @@
+#include "engine/plan/tensor_parallel.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "engine/plan/schedule_pass.hpp"
+#include "engine/spec/tensor_shapes.hpp"
+
+namespace stratagem::plan {
+
+namespace {
+
+// One piece of a unit's chain: a share of its compute op, or a TP collective.
+struct Piece {
+  bool collective = false;
+  double flops_share = 0, bytes_share = 0;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;
+  spec::DType dtype = spec::DType::bf16;
+};
+
+class TensorParallel {
+ public:
+  TensorParallel(BuildContext& ctx, RankDraft& d) : ctx_(ctx), d_(d) {
+    const spec::Scenario& s = ctx.scenario;
+    sp_ = s.strategy.sequence_parallel;
+    split_ = spec::block_split(s.model, s.training.seq_len, s.strategy.tp, sp_);
+    const double tokens = static_cast<double>(s.training.seq_len) * s.strategy.micro_batch_size;
+    act_bytes_ = tokens * static_cast<double>(s.model.hidden) * ctx.compute_bytes();
+    logit_bytes_ = tokens * 4.0;  // one fp32 value per token
+    dtype_ = spec::compute_dtype(s.strategy.precision);
+  }
+
+  void run() {
+    // A step waited for the previous step's only op; once split, it waits for its last.
+    std::map<DraftRef, DraftRef> end_of;
+    for (Step& s : d_.steps) {
+      for (DraftRef& dep : d_.op(s.first()).deps) {
+        if (auto it = end_of.find(dep); it != end_of.end()) dep = it->second;
+      }
+      if (s.phase == Phase::recompute && ctx_.strategy().recompute != spec::Recompute::full) {
+        continue;  // selective: the attention core alone, all local
+      }
+      const DraftRef head = s.first();
+      split(s);
+      end_of[head] = s.last();
+    }
+  }
+
+ private:
+  Piece compute(double flops, double bytes) const { return {false, flops, bytes}; }
+  Piece coll(CollectiveKind k, double bytes, spec::DType dtype) const {
+    Piece p;
+    p.collective = true;
+    p.kind = k;
+    p.bytes = bytes;
+    p.dtype = dtype;
+    return p;
+  }
+  Piece act(CollectiveKind k) const { return coll(k, act_bytes_, dtype_); }
+
+  // The chain of unit u in a forward (or full recompute) or backward phase.
+  std::vector<Piece> pieces(int u, bool forward) const {
+    using K = CollectiveKind;
+    const int last = static_cast<int>(ctx_.layout().units.size()) - 1;
+    const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+    if (u == 0) {  // vocab-parallel embedding
+      if (forward) return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
+      if (sp_) return {act(K::all_gather), compute(1, 1)};
+      return {compute(1, 1)};
+    }
+    if (u == last) {  // final norm, vocab-parallel LM head and cross-entropy
+      if (forward) {
+        std::vector<Piece> out;
+        if (sp_) out.push_back(act(K::all_gather));
+        out.push_back(compute(1, 1));
+        for (int k = 0; k < 3; ++k)
+          out.push_back(coll(K::all_reduce, logit_bytes_, spec::DType::fp32));
+        return out;
+      }
+      return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
+    }
+    if (forward) {
+      if (sp_) {
+        return {act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter),
+                act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter)};
+      }
+      return {compute(fa, ba), act(K::all_reduce), compute(1 - fa, 1 - ba), act(K::all_reduce)};
+    }
+    if (sp_) {
+      return {act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter),
+              act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter)};
+    }
+    return {compute(1 - fa, 1 - ba), act(K::all_reduce), compute(fa, ba), act(K::all_reduce)};
+  }
+
+  void split(Step& s) {
+    const DraftRef head = s.first();
+    const bool forward = s.phase != Phase::backward;
+    std::vector<std::pair<Stream, Payload>> chain;
+    for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
+      const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
+      const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
+      const auto parts = pieces(u, forward);
+      const int segments = static_cast<int>(
+          std::count_if(parts.begin(), parts.end(), [](const Piece& p) { return !p.collective; }));
+      for (const Piece& p : parts) {
+        if (p.collective) {
+          Collective c = draft_collective(ctx_, p.kind, CommPurpose::tensor_parallel,
+                                          ctx_.tp_group[d_.rank], p.bytes, -1, u, u + 1);
+          c.dtype = p.dtype;
+          chain.emplace_back(Stream::tp, c);
+          continue;
+        }
+        Compute c = unit;
+        c.flops = unit.flops * p.flops_share;
+        c.bytes = unit.bytes * p.bytes_share;
+        c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
+        chain.emplace_back(Stream::compute, c);
+      }
+    }
+    // The step's op becomes the chain's first (keeping its deps and start effects); the rest
+    // follow it, each waiting for the one before; end effects move to the last.
+    std::vector<MemEffect> effects = std::move(d_.op(head).effects);
+    d_.op(head).stream = chain.front().first;
+    d_.op(head).payload = chain.front().second;
+    d_.op(head).effects.clear();
+    std::vector<DraftRef> body = {head};
+    for (std::size_t k = 1; k < chain.size(); ++k) {
+      body.push_back(d_.add(chain[k].first, chain[k].second, {body.back()}));
+    }
+    for (const MemEffect& e : effects) {
+      d_.op(e.at_end ? body.back() : body.front()).effects.push_back(e);
+    }
+    s.body = std::move(body);
+  }
+
+  BuildContext& ctx_;
+  RankDraft& d_;
+  bool sp_ = false;
+  spec::BlockSplit split_;
+  double act_bytes_ = 0, logit_bytes_ = 0;
+  spec::DType dtype_ = spec::DType::bf16;
+};
+
+}  // namespace
+
+void split_tensor_parallel(BuildContext& ctx, RankDraft& d) {
+  if (ctx.strategy().tp <= 1) return;
+  TensorParallel(ctx, d).run();
+}
+
+void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& d) {
+  const auto& st = ctx.strategy();
+  if (st.tp <= 1 || !st.sequence_parallel) return;
+  const Layout& L = ctx.layout();
+  const int last = static_cast<int>(L.units.size()) - 1;
+  double params = 0;
+  for (const auto& [b, e] : L.stage_chunk_units[d.stage]) {
+    for (int u = b; u < e; ++u) {
+      if (u == last)
+        params += spec::head_sequence_parallel_params(ctx.scenario.model);
+      else if (u > 0)
+        params += spec::block_sequence_parallel_params(ctx.scenario.model);
+    }
+  }
+  if (params <= 0) return;
+  const DraftRef op =
+      d.add(Stream::tp,
+            draft_collective(ctx, CollectiveKind::all_reduce, CommPurpose::grad_sync,
+                             ctx.tp_group[d.rank], ctx.compute_bytes() * params, -1, 0, 0),
+            {d.last_compute()});
+  d.epilogue.push_back(op);
+  d.before_step.push_back(op);
+}
+
+}  // namespace stratagem::plan

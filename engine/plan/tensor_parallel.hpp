@@ -1,0 +1,38 @@
+#pragma once
+// Tensor-parallel pass (tp > 1; runs right after the schedule pass): Megatron-LM's tensor
+// parallelism (Shoeybi et al. 2019) and sequence parallelism (Korthikanti et al. 2022) inside
+// each unit. The units' FLOPs, parameters and activation bytes are already one TP rank's
+// (make_units); this pass splits each compute step where Megatron communicates and puts the
+// collectives, on the `tp` stream, on the critical path (each op of the chain waits for the
+// previous one; none is overlapped with compute):
+//   block forward    [attention: norm, QKV (column-parallel), core, projection (row-parallel)]
+//                    all-reduce, [MLP: norm, MLP-in (column), activation, MLP-out (row)]
+//                    all-reduce
+//   block backward   [MLP backward] all-reduce (input gradient of MLP-in), [attention
+//                    backward] all-reduce (input gradient of QKV)
+//   embedding        forward: all-reduce of the vocab-parallel lookup; backward: nothing
+//   head             forward: [norm, vocab-parallel LM head] and three fp32 all-reduces of
+//                    s·b values for the vocab-parallel cross-entropy (max logit, target logit,
+//                    sum of exponentials); backward: all-reduce of its input gradient
+// Each all-reduce carries the s·b·h activation in the compute dtype. With sequence
+// parallelism each becomes an all-gather before the column-parallel part and a reduce-scatter
+// after the row-parallel part (forward: all-gather, [attention], reduce-scatter, all-gather,
+// [MLP], reduce-scatter; backward the reverse pairs), the embedding's all-reduce a
+// reduce-scatter (backward: an all-gather) and the head gathers its input (backward:
+// reduce-scatter); norms, dropout and residuals then run on s/tp tokens. The norms' weight
+// gradients, computed from a part of the sequence on each rank, are all-reduced over the TP
+// group before the optimizer step (Megatron's finalize_model_grads).
+// Full recomputation reruns the forward chain; selective recomputation (the attention core
+// only) needs no communication. Memory effects of a step stay at its first (start) and last
+// (end) op, deps on it at its first, so later passes see a step as before.
+// Megatron also overlaps the backward collectives with the weight-gradient GEMMs
+// (async all-reduce, overlapped all-gather of saved inputs under SP); this plan does not
+// (conservative, stated in the docs).
+#include "engine/plan/draft.hpp"
+
+namespace stratagem::plan {
+
+void split_tensor_parallel(BuildContext& ctx, RankDraft& draft);
+void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& draft);
+
+}  // namespace stratagem::plan
