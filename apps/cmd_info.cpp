@@ -8,6 +8,7 @@
 
 #include "apps/command.hpp"
 #include "engine/spec/scenario.hpp"
+#include "engine/spec/tensor_shapes.hpp"
 #include "engine/spec/units.hpp"
 
 namespace stratagem::cli {
@@ -49,6 +50,9 @@ struct Figures {
   spec::BlockParamsBreakdown parts;
   double flops = 0, flops_blocks = 0, flops_attention = 0, flops_recompute = 0;
   double element_bytes = 2, act_layer = 0, act_head = 0;
+  // One tensor-parallel rank's share (tp > 1): Megatron's layout, padded vocabulary.
+  double block_tp = 0, embedding_tp = 0, head_tp = 0;
+  std::int64_t padded_vocab = 0;
 };
 
 Figures compute(const spec::Scenario& s) {
@@ -72,13 +76,35 @@ Figures compute(const spec::Scenario& s) {
     f.flops_recompute = 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
   }
   f.element_bytes = spec::compute_param_bytes(s.strategy.precision);
+  const spec::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel};
   f.act_layer =
-      spec::activation_bytes_per_layer(m, seq, mbs, s.strategy.recompute, f.element_bytes);
-  f.act_head = spec::head_activation_bytes(m, seq, mbs, f.element_bytes);
+      spec::activation_bytes_per_layer(m, seq, mbs, s.strategy.recompute, f.element_bytes, layout);
+  f.act_head = spec::head_activation_bytes(m, seq, mbs, f.element_bytes, layout);
+  const int tp = s.strategy.tp;
+  f.padded_vocab = spec::padded_vocab(m, tp);
+  if (!m.measured) {
+    f.block_tp = spec::block_params_tp(m, tp);
+    f.embedding_tp = spec::embedding_params_tp(m, tp);
+    f.head_tp = spec::head_params_tp(m, tp);
+  }
   return f;
 }
 
-const char* activation_formula(spec::Recompute r) {
+const char* activation_formula(spec::Recompute r, int tp, bool sp) {
+  if (tp > 1) {
+    switch (r) {
+      case spec::Recompute::full:
+        return sp ? "2·s·b·h/t (full recomputation, sequence parallel)"
+                  : "2·s·b·h (full recomputation: the layer input only)";
+      case spec::Recompute::selective:
+        return sp ? "34·s·b·h/t (tensor + sequence parallel, selective recomputation)"
+                  : "s·b·h·(10 + 24/t) (tensor parallel, selective recomputation)";
+      case spec::Recompute::none:
+        break;
+    }
+    return sp ? "s·b·h·(34 + 5·a·s/h)/t (tensor + sequence parallel)"
+              : "s·b·h·(10 + 24/t + 5·a·s/(h·t)) (tensor parallel)";
+  }
   switch (r) {
     case spec::Recompute::full:
       return "2·s·b·h (full recomputation: the layer input only)";
@@ -113,8 +139,14 @@ nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
           {"recompute", spec::to_string(s.strategy.recompute)},
           {"activation_element_bytes", f.element_bytes},
           {"activation_bytes_per_layer", f.act_layer},
-          {"activation_formula", activation_formula(s.strategy.recompute)},
-          {"head_activation_bytes", f.act_head}};
+          {"activation_formula",
+           activation_formula(s.strategy.recompute, s.strategy.tp, s.strategy.sequence_parallel)},
+          {"head_activation_bytes", f.act_head},
+          {"tp", s.strategy.tp},
+          {"sequence_parallel", s.strategy.sequence_parallel},
+          {"padded_vocab", f.padded_vocab},
+          {"params_per_tp_rank",
+           {{"embedding", f.embedding_tp}, {"per_block", f.block_tp}, {"head", f.head_tp}}}};
 }
 
 // A measured model (export_scenario): its units as measured, per sample and per micro-batch.
@@ -135,10 +167,11 @@ void print_measured(const spec::Scenario& s, const Figures& f) {
   row(mm.input);
   for (const auto& u : mm.blocks) row(u);
   row(mm.output);
-  std::printf("\n  total %s parameters; training %s FLOP per sample (3 x forward); a block's "
-              "output %s per sample (%g-byte elements as measured, %g in this scenario)\n",
-              grouped(f.total).c_str(), sci(f.flops * s.training.seq_len).c_str(),
-              bytes_text(mm.boundary_bytes).c_str(), mm.element_bytes, f.element_bytes);
+  std::printf(
+      "\n  total %s parameters; training %s FLOP per sample (3 x forward); a block's "
+      "output %s per sample (%g-byte elements as measured, %g in this scenario)\n",
+      grouped(f.total).c_str(), sci(f.flops * s.training.seq_len).c_str(),
+      bytes_text(mm.boundary_bytes).c_str(), mm.element_bytes, f.element_bytes);
 }
 
 void print_report(const spec::Scenario& s, const Figures& f) {
@@ -146,10 +179,13 @@ void print_report(const spec::Scenario& s, const Figures& f) {
   const auto& st = s.strategy;
   const double l = static_cast<double>(m.layers);
   std::printf("Scenario %s\n", s.name.c_str());
-  std::printf("  cluster %s: %d node(s) x %d %s; dp %d x pp %d, sharding %s, precision %s\n",
+  const std::string tp_text = st.tp > 1 ? " x tp " + std::to_string(st.tp) +
+                                              (st.sequence_parallel ? " (sequence parallel)" : "")
+                                        : "";
+  std::printf("  cluster %s: %d node(s) x %d %s; dp %d%s x pp %d, sharding %s, precision %s\n",
               s.cluster.name.c_str(), s.cluster.nodes, s.cluster.gpus_per_node,
-              s.cluster.gpu.name.c_str(), st.dp, st.pp, spec::to_string(st.sharding),
-              spec::to_string(st.precision));
+              s.cluster.gpu.name.c_str(), st.dp, tp_text.c_str(), st.pp,
+              spec::to_string(st.sharding), spec::to_string(st.precision));
   std::printf(
       "  batch: micro-batch %d x %d accumulation x dp %d = global %lld sequences of %lld "
       "tokens\n\n",
@@ -238,14 +274,36 @@ void print_report(const spec::Scenario& s, const Figures& f) {
       static_cast<long long>(s.training.seq_len), st.micro_batch_size,
       static_cast<long long>(m.hidden), static_cast<long long>(m.heads), f.element_bytes,
       spec::to_string(st.recompute));
-  std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g)\n",
-              activation_formula(st.recompute), f.element_bytes);
+  std::printf(
+      "  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
+      activation_formula(st.recompute, st.tp, st.sequence_parallel), f.element_bytes,
+      st.tp > 1 ? (", t = " + std::to_string(st.tp) + ", per tensor-parallel rank").c_str() : "");
   std::printf("    = %s bytes = %s (Korthikanti et al. 2022, table 2)\n",
               grouped(f.act_layer).c_str(), bytes_text(f.act_layer).c_str());
   std::printf("  x %lld layers = %s per micro-batch in flight\n", static_cast<long long>(m.layers),
               bytes_text(f.act_layer * l).c_str());
-  std::printf("  head: s·b·(h·%g + 4·V) = %s (final norm input + fp32 logits)\n", f.element_bytes,
-              bytes_text(f.act_head).c_str());
+  if (st.tp > 1) {
+    std::printf(
+        "  head: s·b·(h·%g%s + 4·V'/t) = %s (final norm input + vocab-parallel fp32 "
+        "logits)\n",
+        f.element_bytes, st.sequence_parallel ? "/t" : "", bytes_text(f.act_head).c_str());
+    std::printf(
+        "\nTensor parallelism (Megatron-LM), per rank of the tp %d group:\n"
+        "  vocabulary padded to V' = %lld (a multiple of 128·tp = %d, as Megatron does)\n"
+        "  embedding %s, per block %s (column/row-parallel matrices /t, norms and row-parallel "
+        "biases whole), head %s parameters\n"
+        "  per block and micro-batch: forward 2, backward 2 %s of s·b·h·%g = %s on the tp "
+        "group\n",
+        st.tp, static_cast<long long>(f.padded_vocab), 128 * st.tp, grouped(f.embedding_tp).c_str(),
+        grouped(f.block_tp).c_str(), grouped(f.head_tp).c_str(),
+        st.sequence_parallel ? "all-gather + reduce-scatter pairs" : "all-reduces", f.element_bytes,
+        bytes_text(static_cast<double>(s.training.seq_len) * st.micro_batch_size *
+                   static_cast<double>(m.hidden) * f.element_bytes)
+            .c_str());
+  } else {
+    std::printf("  head: s·b·(h·%g + 4·V) = %s (final norm input + fp32 logits)\n", f.element_bytes,
+                bytes_text(f.act_head).c_str());
+  }
 }
 
 Registration reg{{"info",

@@ -79,8 +79,9 @@ double parse_count(const std::string& text, const std::string& path) {
   return value;
 }
 
-std::string ranks_text(int stage, int dp) {
-  const int first = stage * dp, last = first + dp - 1;
+// A stage's ranks are contiguous: dp × tp of them from (stage · dp · tp).
+std::string ranks_text(int stage, int dp, int tp = 1) {
+  const int first = stage * dp * tp, last = first + dp * tp - 1;
   return first == last ? "rank " + std::to_string(first)
                        : "ranks " + std::to_string(first) + "-" + std::to_string(last);
 }
@@ -141,10 +142,12 @@ void row(const std::string& name, const std::string& value, const std::string& t
 void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
   const auto& st = s.strategy;
   std::printf("%s\n", s.name.c_str());
-  std::printf("  model %s, %s params; %d node%s x %d %s; dp %d x pp %d, %s", s.model.name.c_str(),
+  const std::string tp_text =
+      st.tp > 1 ? " x tp " + std::to_string(st.tp) + (st.sequence_parallel ? " (SP)" : "") : "";
+  std::printf("  model %s, %s params; %d node%s x %d %s; dp %d%s x pp %d, %s", s.model.name.c_str(),
               count_text(spec::total_params(s.model)).c_str(), s.cluster.nodes,
               s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(),
-              st.dp, st.pp, spec::to_string(st.schedule));
+              st.dp, tp_text.c_str(), st.pp, spec::to_string(st.schedule));
   if (st.chunks > 1) std::printf(" (%d chunks)", st.chunks);
   std::printf("; %d micro-batch%s of %d x %lld tokens\n", s.micro_batches(),
               s.micro_batches() == 1 ? "" : "es", st.micro_batch_size,
@@ -154,8 +157,9 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
               spec::to_string(st.recompute));
   std::printf("Peak memory per rank, GiB (1 GiB = 2^30 bytes):\n");
   for (const memory::RankMemory& r : report.stages) {
-    std::printf("\nstage %d (%s): %s params on the stage\n", r.stage,
-                ranks_text(r.stage, st.dp).c_str(), count_text(r.stage_params).c_str());
+    std::printf("\nstage %d (%s): %s params on the stage%s\n", r.stage,
+                ranks_text(r.stage, st.dp, st.tp).c_str(), count_text(r.stage_params).c_str(),
+                st.tp > 1 ? " per tensor-parallel rank (every tp index holds an equal shard)" : "");
     row("class", "GiB", "note");
     for (int c = 0; c < plan::kTensorClassCount; ++c) {
       const auto cls = static_cast<TensorClass>(c);
@@ -183,8 +187,8 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
         "short by %.2f GiB: stage %d (%s) needs %.2f GiB, one %s has %.2f GiB "
         "(%d of %d stages do not fit)\n",
         gib(worst.peak_bytes - worst.capacity_bytes), worst.stage,
-        ranks_text(worst.stage, st.dp).c_str(), gib(worst.peak_bytes), s.cluster.gpu.name.c_str(),
-        gib(worst.capacity_bytes), short_stages, st.pp);
+        ranks_text(worst.stage, st.dp, st.tp).c_str(), gib(worst.peak_bytes),
+        s.cluster.gpu.name.c_str(), gib(worst.capacity_bytes), short_stages, st.pp);
   }
 }
 

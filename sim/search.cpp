@@ -17,48 +17,61 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
   using spec::Sharding;
   const int world = base.cluster.world_size();
   std::vector<spec::Scenario> out;
-  for (int pp = 1; pp <= std::min(world, o.max_pp); ++pp) {
-    if (world % pp != 0 || pp > base.model.layers) continue;
-    const int dp = world / pp;
-    std::vector<std::pair<Schedule, int>> schedules = {{Schedule::one_f_one_b, 1}};
-    if (pp > 1) {
-      schedules = {{Schedule::gpipe, 1}, {Schedule::one_f_one_b, 1}, {Schedule::interleaved, 2}};
-    }
-    std::vector<Sharding> shardings = {Sharding::none, Sharding::zero1};
-    if (pp == 1 && dp > 1) {
-      shardings.insert(shardings.end(),
-                       {Sharding::zero2, Sharding::zero3, Sharding::fsdp_shard_grad_op});
-      if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
-    }
-    for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
-      const std::int64_t per_accum = std::int64_t{mbs} * dp;
-      if (base.training.global_batch % per_accum != 0) continue;
-      const int m = static_cast<int>(base.training.global_batch / per_accum);
-      for (const auto& [schedule, chunks] : schedules) {
-        for (Sharding sharding : shardings) {
-          for (spec::Precision precision : o.precisions) {
-            for (spec::Recompute recompute : o.recomputes) {
-              spec::Scenario s = base;
-              auto& st = s.strategy;
-              st = spec::StrategySpec{};
-              st.dp = dp;
-              st.pp = pp;
-              st.schedule = schedule;
-              st.chunks = chunks;
-              st.micro_batch_size = mbs;
-              st.grad_accum = m;
-              st.sharding = sharding;
-              st.precision = precision;
-              st.recompute = recompute;
-              st.optimizer = base.strategy.optimizer;
-              try {
-                spec::validate(s);
-              } catch (const SpecError&) {
-                ++invalid;
-                continue;
+  // Tensor parallelism inside a node (divisors of gpus_per_node), with and without sequence
+  // parallelism; the mesh validation drops degrees the model's heads or ffn do not allow.
+  std::vector<std::pair<int, bool>> tensor;
+  for (int tp = 1; tp <= base.cluster.gpus_per_node; ++tp) {
+    if (base.cluster.gpus_per_node % tp != 0) continue;
+    tensor.push_back({tp, false});
+    if (tp > 1) tensor.push_back({tp, true});
+  }
+  for (const auto& [tp, sp] : tensor) {
+    const int ranks = world / tp;  // per tensor-parallel index
+    for (int pp = 1; pp <= std::min(ranks, o.max_pp); ++pp) {
+      if (ranks % pp != 0 || pp > base.model.layers) continue;
+      const int dp = ranks / pp;
+      std::vector<std::pair<Schedule, int>> schedules = {{Schedule::one_f_one_b, 1}};
+      if (pp > 1) {
+        schedules = {{Schedule::gpipe, 1}, {Schedule::one_f_one_b, 1}, {Schedule::interleaved, 2}};
+      }
+      std::vector<Sharding> shardings = {Sharding::none, Sharding::zero1};
+      if (pp == 1 && dp > 1) {
+        shardings.insert(shardings.end(),
+                         {Sharding::zero2, Sharding::zero3, Sharding::fsdp_shard_grad_op});
+        if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
+      }
+      for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
+        const std::int64_t per_accum = std::int64_t{mbs} * dp;
+        if (base.training.global_batch % per_accum != 0) continue;
+        const int m = static_cast<int>(base.training.global_batch / per_accum);
+        for (const auto& [schedule, chunks] : schedules) {
+          for (Sharding sharding : shardings) {
+            for (spec::Precision precision : o.precisions) {
+              for (spec::Recompute recompute : o.recomputes) {
+                spec::Scenario s = base;
+                auto& st = s.strategy;
+                st = spec::StrategySpec{};
+                st.dp = dp;
+                st.pp = pp;
+                st.tp = tp;
+                st.sequence_parallel = sp;
+                st.schedule = schedule;
+                st.chunks = chunks;
+                st.micro_batch_size = mbs;
+                st.grad_accum = m;
+                st.sharding = sharding;
+                st.precision = precision;
+                st.recompute = recompute;
+                st.optimizer = base.strategy.optimizer;
+                try {
+                  spec::validate(s);
+                } catch (const SpecError&) {
+                  ++invalid;
+                  continue;
+                }
+                s.name = strategy_label(s);
+                out.push_back(std::move(s));
               }
-              s.name = strategy_label(s);
-              out.push_back(std::move(s));
             }
           }
         }
@@ -72,7 +85,11 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
 
 std::string strategy_label(const spec::Scenario& s) {
   const auto& st = s.strategy;
-  std::string label = "dp " + std::to_string(st.dp) + " × pp " + std::to_string(st.pp);
+  std::string label = "dp " + std::to_string(st.dp);
+  if (st.tp > 1) {
+    label += " × tp " + std::to_string(st.tp) + (st.sequence_parallel ? " SP" : "");
+  }
+  label += " × pp " + std::to_string(st.pp);
   if (st.pp > 1) {
     label += ", " + std::string(spec::to_string(st.schedule));
     if (st.schedule == spec::Schedule::interleaved) label += " v" + std::to_string(st.chunks);

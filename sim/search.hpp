@@ -1,5 +1,6 @@
 #pragma once
-// Strategy search: enumerate dp×pp, schedule, micro-batch size and count, sharding,
+// Strategy search: enumerate dp×tp×pp (tp over the divisors of gpus_per_node, with and
+// without sequence parallelism), schedule, micro-batch size and count, sharding,
 // precision and recomputation for a model on a cluster; drop what does not fit (analytic
 // memory model first, then the simulated peak), simulate the rest and rank by throughput.
 #include <functional>
@@ -21,7 +22,7 @@ struct SearchOptions {
 
 struct Candidate {
   spec::Scenario scenario;
-  std::string label;  ///< "dp 4 × pp 2, 1f1b, mbs 2 × 16, zero1, bf16, recompute none"
+  std::string label;  ///< "dp 4 × tp 2 SP × pp 2, 1f1b, mbs 2 × 16, zero1, bf16, recompute none"
   double step_time_s = 0;
   double tokens_per_s = 0;
   double mfu = 0;

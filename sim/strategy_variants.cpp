@@ -9,21 +9,40 @@ namespace stratagem::sim {
 
 namespace {
 
-// The pipeline depth pipeline variants use: the largest of 8, 4, 2 that divides the world,
-// fits the layers and leaves whole micro-batches for the global batch.
-int pipeline_depth(const spec::Scenario& s) {
+// The pipeline depth pipeline variants use: the largest of 8, 4, 2 that divides the ranks
+// (the world, or its tensor-parallel groups), fits the layers and leaves whole micro-batches for
+// the global batch.
+int pipeline_depth(const spec::Scenario& s, int ranks) {
   for (int pp : {8, 4, 2}) {
-    if (s.world_size() % pp == 0 && pp <= s.model.layers) return pp;
+    if (ranks % pp == 0 && pp <= s.model.layers) return pp;
   }
   return 1;
 }
 
+// The tensor-parallel degree the tp and 3d variants use: the largest divisor ≥ 2 of
+// gpus_per_node that divides the heads, kv_heads and ffn_hidden (one TP group per node at
+// most, as Megatron-LM runs it); 0 when there is none.
+int tensor_parallel_degree(const spec::Scenario& s) {
+  const auto& m = s.model;
+  if (m.measured || m.params_given > 0) return 0;
+  for (int tp = s.cluster.gpus_per_node; tp >= 2; --tp) {
+    if (s.cluster.gpus_per_node % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 &&
+        m.ffn_hidden % tp == 0) {
+      return tp;
+    }
+  }
+  return 0;
+}
+
 spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule schedule,
-                    spec::Sharding sharding) {
+                    spec::Sharding sharding, int tp = 1) {
   spec::Scenario s = base;
   auto& st = s.strategy;
   st.dp = dp;
   st.pp = pp;
+  st.tp = tp;
+  // Megatron runs tensor parallelism with sequence parallelism whenever the sequence splits.
+  st.sequence_parallel = tp > 1 && s.training.seq_len % tp == 0;
   st.schedule = schedule;
   st.chunks = schedule == spec::Schedule::interleaved ? 2 : 1;
   st.sharding = sharding;
@@ -44,9 +63,9 @@ spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule s
 }  // namespace
 
 const std::vector<std::string>& variant_names() {
-  static const std::vector<std::string> names = {"base",  "ddp",  "zero1",         "zero2",
-                                                 "zero3", "fsdp", "shard_grad_op", "hybrid",
-                                                 "gpipe", "1f1b", "interleaved",   "offload"};
+  static const std::vector<std::string> names = {
+      "base",   "ddp",   "zero1", "zero2",       "zero3",   "fsdp", "shard_grad_op",
+      "hybrid", "gpipe", "1f1b",  "interleaved", "offload", "tp",   "3d"};
   return names;
 }
 
@@ -73,7 +92,7 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
     try {
       using spec::Schedule;
       using spec::Sharding;
-      const int pp = pipeline_depth(base);
+      const int pp = pipeline_depth(base, world);
       // Pipelines keep the base's optimizer sharding when a pipeline allows it (none/zero1).
       const Sharding pipe_sharding =
           base.strategy.sharding == Sharding::zero1 ? Sharding::zero1 : Sharding::none;
@@ -98,6 +117,25 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
         s.strategy.offload_optimizer = spec::Offload::cpu;
         spec::validate(s);
         v.scenario = s;
+      } else if (name == "tp" || name == "3d") {
+        const int tp = tensor_parallel_degree(base);
+        if (tp < 2) {
+          throw SpecError("strategy.tp",
+                          "no tensor-parallel degree ≥ 2 divides gpus_per_node and the model's "
+                          "heads, kv_heads and ffn_hidden");
+        }
+        if (name == "tp") {
+          v.scenario = with(base, world / tp, 1, Schedule::one_f_one_b, base.strategy.sharding, tp);
+        } else {
+          const int depth = pipeline_depth(base, world / tp);  // over the TP groups
+          if (depth < 2) {
+            throw SpecError("strategy.pp", "no pipeline depth ≥ 2 divides the " +
+                                               std::to_string(world / tp) +
+                                               " tensor-parallel groups");
+          }
+          v.scenario =
+              with(base, world / tp / depth, depth, Schedule::one_f_one_b, pipe_sharding, tp);
+        }
       } else {
         if (pp < 2) throw SpecError("strategy.pp", "no pipeline depth ≥ 2 divides the cluster");
         const Schedule schedule = name == "gpipe"  ? Schedule::gpipe

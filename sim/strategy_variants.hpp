@@ -16,7 +16,10 @@ struct Variant {
 };
 
 /// Names accepted by compare: base (the scenario as written), ddp, zero1, zero2, zero3, fsdp
-/// (FULL_SHARD), shard_grad_op, hybrid (HYBRID_SHARD), gpipe, 1f1b, interleaved, offload.
+/// (FULL_SHARD), shard_grad_op, hybrid (HYBRID_SHARD), gpipe, 1f1b, interleaved, offload,
+/// tp (Megatron tensor parallelism over the node with sequence parallelism, data-parallel
+/// across nodes, keeping the base's sharding) and 3d (that TP × a 1F1B pipeline × data
+/// parallelism, ZeRO-1 if the base shards). Every other variant has tp = 1.
 const std::vector<std::string>& variant_names();
 /// The default list for `compare` without --strategies.
 std::vector<std::string> default_variants();

@@ -16,8 +16,15 @@ void add_dep(RankDraft& d, const Step& step, DraftRef dep) {
   d.op(step.first()).deps.push_back(dep);
 }
 
+DraftRef end_compute(const RankDraft& d, const Step& step) {
+  for (auto it = step.body.rbegin(); it != step.body.rend(); ++it) {
+    if (d.ops[static_cast<std::size_t>(*it)].stream == Stream::compute) return *it;
+  }
+  return step.last();
+}
+
 void add_effect(RankDraft& d, const Step& step, const MemEffect& effect) {
-  d.op(effect.at_end ? step.last() : step.first()).effects.push_back(effect);
+  d.op(effect.at_end ? end_compute(d, step) : step.first()).effects.push_back(effect);
 }
 
 Collective draft_collective(const BuildContext& ctx, CollectiveKind kind, CommPurpose purpose,

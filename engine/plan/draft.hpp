@@ -67,9 +67,11 @@ struct RankDraft {
   DraftOp& op(DraftRef r) { return ops[static_cast<std::size_t>(r)]; }
 };
 
-/// Adds a dep to a step (its first op) and a memory effect (to its last op if at its end,
-/// else to its first).
+/// Adds a dep to a step (its first op) and a memory effect: at its end to its last compute op
+/// (memory effects sit on compute ops; a tensor-parallel chain may end with a collective),
+/// at its start to its first op.
 void add_dep(RankDraft& d, const Step& step, DraftRef dep);
+DraftRef end_compute(const RankDraft& d, const Step& step);
 void add_effect(RankDraft& d, const Step& step, const MemEffect& effect);
 
 /// A collective's payload before lowering, in the scenario's compute dtype.

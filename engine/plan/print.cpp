@@ -68,8 +68,9 @@ void print_rank(std::ostream& out, const StepPlan& plan, int rank) {
   const auto& L = plan.layout;
   const auto& c = L.coords.at(rank);
   const auto& info = plan.ranks.at(rank);
-  out << "rank " << rank << " of " << L.world << ": stage " << c.stage << ", dp index " << c.dp
-      << ", node " << c.node << "\n";
+  out << "rank " << rank << " of " << L.world << ": stage " << c.stage << ", dp index " << c.dp;
+  if (L.tp > 1) out << ", tp index " << c.tp;
+  out << ", node " << c.node << "\n";
   for (int ch = 0; ch < L.chunks; ++ch) {
     const auto [b, e] = L.stage_chunk_units[c.stage][ch];
     out << "  chunk " << ch << ": units [" << b << "," << e << ") = " << L.units[b].name << " .. "

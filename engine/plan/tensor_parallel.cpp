@@ -130,10 +130,8 @@ class TensorParallel {
     for (std::size_t k = 1; k < chain.size(); ++k) {
       body.push_back(d_.add(chain[k].first, chain[k].second, {body.back()}));
     }
-    for (const MemEffect& e : effects) {
-      d_.op(e.at_end ? body.back() : body.front()).effects.push_back(e);
-    }
     s.body = std::move(body);
+    for (const MemEffect& e : effects) add_effect(d_, s, e);
   }
 
   BuildContext& ctx_;

@@ -95,6 +95,9 @@ RankStats rank_stats(const RankResult& r) {
       st.model_end_s = std::max(st.model_end_s, s.end_s);
     } else if (is_collective(s.kind)) {
       st.comm_bytes[static_cast<int>(comm_category(s.purpose))] += s.bytes;
+      // Tensor-parallel collectives are part of a layer's work (they split its compute): a
+      // pipeline bubble is the time neither runs.
+      if (s.purpose == plan::CommPurpose::tensor_parallel) model.emplace_back(s.start_s, s.end_s);
     } else if (s.kind == SpanKind::send) {
       st.comm_bytes[static_cast<int>(CommCategory::pipeline)] += s.bytes;
     }

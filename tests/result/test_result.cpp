@@ -192,7 +192,8 @@ TEST(ChromeTrace, ValidWithNestedSlicesPerThread) {
       EXPECT_LE(list[i - 1].second, list[i].first) << "overlap on " << thread_names[key];
     }
   }
-  const std::pair<int, int> p2p_1{1, 3}, p2p_2{1, 4}, compute_0{0, 0};
+  // Extra lanes get tids after the one-per-stream ones.
+  const std::pair<int, int> p2p_1{1, 3}, p2p_2{1, plan::kStreamCount}, compute_0{0, 0};
   EXPECT_EQ(thread_names[p2p_1], "p2p");
   EXPECT_EQ(thread_names[p2p_2], "p2p #2");
   const std::pair<double, double> first_us{0, 1e6};

@@ -1,0 +1,275 @@
+// Tensor and sequence parallelism: Megatron-LM's rank order and groups, the TP collectives a
+// block issues per phase (bytes and kinds), per-rank shapes and Korthikanti et al.'s activation
+// table, and the simulated plan (fold == no-fold, analytic == simulated memory on the
+// shipped TP scenarios is in tests/memory/test_plan_agreement.cpp).
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "engine/plan/builder.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/presets.hpp"
+#include "engine/spec/tensor_shapes.hpp"
+#include "sim/simulator.hpp"
+#include "tests/plan/plan_test_util.hpp"
+
+namespace stratagem {
+namespace {
+
+using plan::CollectiveKind;
+using plan::Phase;
+
+const plan::Group& group_named(const plan::StepPlan& p, const std::string& label) {
+  for (const auto& g : p.groups) {
+    if (g.label == label) return g;
+  }
+  ADD_FAILURE() << "no group " << label;
+  static plan::Group none;
+  return none;
+}
+
+TEST(TensorParallel, MeshFollowsMegatronRankOrder) {
+  // tp 2 × dp 2 × pp 2 on 8 GPUs: Megatron's parallel_state gives TP groups [0,1] [2,3] [4,5]
+  // [6,7], DP groups [0,2] [1,3] [4,6] [5,7] and pipelines [0,4] [1,5] [2,6] [3,7].
+  const auto s = test::small_scenario(
+      {{"dp", 2}, {"tp", 2}, {"pp", 2}, {"grad_accum", 2}, {"mixed_precision", "bf16"}});
+  const auto p = plan::build_plan(s, {.fold = false});
+  ASSERT_EQ(p.layout.world, 8);
+  for (int r = 0; r < 8; ++r) {
+    EXPECT_EQ(p.layout.coords[r].tp, r % 2);
+    EXPECT_EQ(p.layout.coords[r].dp, (r / 2) % 2);
+    EXPECT_EQ(p.layout.coords[r].stage, r / 4);
+    EXPECT_EQ(p.layout.rank_of(r / 4, (r / 2) % 2, r % 2), r);
+  }
+  EXPECT_EQ(group_named(p, "tp(stage 0, dp 0)").ranks, (std::vector<int>{0, 1}));
+  EXPECT_EQ(group_named(p, "tp(stage 0, dp 1)").ranks, (std::vector<int>{2, 3}));
+  EXPECT_EQ(group_named(p, "tp(stage 1, dp 0)").ranks, (std::vector<int>{4, 5}));
+  EXPECT_EQ(group_named(p, "tp(stage 1, dp 1)").ranks, (std::vector<int>{6, 7}));
+  EXPECT_EQ(group_named(p, "dp(stage 0, tp 0)").ranks, (std::vector<int>{0, 2}));
+  EXPECT_EQ(group_named(p, "dp(stage 0, tp 1)").ranks, (std::vector<int>{1, 3}));
+  EXPECT_EQ(group_named(p, "dp(stage 1, tp 0)").ranks, (std::vector<int>{4, 6}));
+  EXPECT_EQ(group_named(p, "dp(stage 1, tp 1)").ranks, (std::vector<int>{5, 7}));
+  // Pipeline peers: every send of rank r on stage 0 goes to r + 4.
+  for (const auto& op : p.ops) {
+    if (const auto* t = std::get_if<plan::P2P>(&op.payload)) {
+      EXPECT_EQ(t->peer, op.rank < 4 ? op.rank + 4 : op.rank - 4);
+    }
+  }
+}
+
+struct BlockCollectives {
+  std::map<std::pair<Phase, CollectiveKind>, int> count;
+  std::map<std::pair<Phase, CollectiveKind>, double> bytes;
+};
+
+// The TP collectives of unit `u` on rank 0, keyed by the phase of the compute before them.
+BlockCollectives tp_collectives(const plan::StepPlan& p, int u) {
+  BlockCollectives out;
+  Phase phase = Phase::forward;
+  for (const auto& op : p.ops) {
+    if (op.rank != 0) continue;
+    if (const auto* c = std::get_if<plan::Compute>(&op.payload)) phase = c->phase;
+    const auto* c = std::get_if<plan::Collective>(&op.payload);
+    if (!c || c->purpose != plan::CommPurpose::tensor_parallel || c->unit_begin != u) continue;
+    EXPECT_EQ(op.stream, plan::Stream::tp);
+    out.count[{phase, c->kind}] += 1;
+    out.bytes[{phase, c->kind}] += c->bytes;
+  }
+  return out;
+}
+
+TEST(TensorParallel, BlockCollectivesPerPhaseWithoutAndWithSequenceParallelism) {
+  // s 1024, b 1, h 1024, bf16: the s·b·h activation is 2 MiB.
+  const double act = 1024.0 * 1 * 1024 * 2;
+  nlohmann::json strategy = {{"dp", 4}, {"tp", 2}, {"grad_accum", 1}, {"mixed_precision", "bf16"}};
+  const auto p = plan::build_plan(test::small_scenario(strategy));
+  const auto b = tp_collectives(p, 3);  // block 3
+  using K = CollectiveKind;
+  EXPECT_EQ(b.count.at({Phase::forward, K::all_reduce}), 2);
+  EXPECT_DOUBLE_EQ(b.bytes.at({Phase::forward, K::all_reduce}), 2 * act);
+  EXPECT_EQ(b.count.at({Phase::backward, K::all_reduce}), 2);
+  EXPECT_DOUBLE_EQ(b.bytes.at({Phase::backward, K::all_reduce}), 2 * act);
+  EXPECT_EQ(b.count.size(), 2u);
+
+  strategy["sequence_parallel"] = true;
+  const auto q = plan::build_plan(test::small_scenario(strategy));
+  const auto c = tp_collectives(q, 3);
+  for (Phase ph : {Phase::forward, Phase::backward}) {
+    EXPECT_EQ(c.count.at({ph, K::all_gather}), 2);
+    EXPECT_EQ(c.count.at({ph, K::reduce_scatter}), 2);
+    EXPECT_DOUBLE_EQ(c.bytes.at({ph, K::all_gather}), 2 * act);
+    EXPECT_DOUBLE_EQ(c.bytes.at({ph, K::reduce_scatter}), 2 * act);
+  }
+  EXPECT_EQ(c.count.size(), 4u);
+  // Embedding: an all-reduce forward (reduce-scatter with SP; its backward all-gathers).
+  EXPECT_EQ(tp_collectives(p, 0).count.at({Phase::forward, K::all_reduce}), 1);
+  EXPECT_EQ(tp_collectives(p, 0).count.size(), 1u);
+  EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::forward, K::reduce_scatter}), 1);
+  EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::backward, K::all_gather}), 1);
+  // Head: three fp32 all-reduces of s·b values (vocab-parallel cross-entropy) and the input
+  // gradient's all-reduce in backward.
+  const auto head = tp_collectives(p, 17);
+  EXPECT_EQ(head.count.at({Phase::forward, K::all_reduce}), 3);
+  EXPECT_DOUBLE_EQ(head.bytes.at({Phase::forward, K::all_reduce}), 3 * 1024.0 * 4);
+  EXPECT_EQ(head.count.at({Phase::backward, K::all_reduce}), 1);
+  EXPECT_DOUBLE_EQ(head.bytes.at({Phase::backward, K::all_reduce}), act);
+}
+
+TEST(TensorParallel, ComputeAndParametersSplitOverTheGroup) {
+  nlohmann::json strategy = {{"dp", 8}, {"grad_accum", 1}, {"mixed_precision", "bf16"}};
+  const auto one = plan::build_plan(test::small_scenario(strategy));
+  strategy["dp"] = 4;
+  strategy["tp"] = 2;
+  const auto two = plan::build_plan(test::small_scenario(strategy));
+  // Every model FLOP of a rank halves (the vocabulary 32000 needs no padding for tp 2).
+  auto block_flops = [](const plan::StepPlan& p) {
+    double f = 0;
+    for (const auto& op : p.ops) {
+      const auto* c = std::get_if<plan::Compute>(&op.payload);
+      if (op.rank == 0 && c && c->phase != Phase::optimizer) {
+        f += c->flops;
+      }
+    }
+    return f;
+  };
+  EXPECT_NEAR(block_flops(two), block_flops(one) / 2, block_flops(one) * 1e-12);
+  // Block parameters on a TP rank: matrices and column-parallel biases / 2, norms and
+  // row-parallel biases whole (h 1024, f 4096, LayerNorm with bias).
+  const double h = 1024, f = 4096;
+  const double sharded = 4 * h * h + 2 * h * f + 3 * h + f;
+  const double whole = 2 * 2 * h + 2 * h;
+  EXPECT_DOUBLE_EQ(two.layout.units[1].params, sharded / 2 + whole);
+  EXPECT_DOUBLE_EQ(one.layout.units[1].params, sharded + whole);
+  // Vocabulary 32000 padded to a multiple of 128·2: 32000 already is; the word table is halved.
+  EXPECT_DOUBLE_EQ(two.layout.units[0].params, 32000.0 / 2 * h + 2048 * h);
+}
+
+TEST(TensorParallel, KorthikantiTableTwoForGpt3At8) {
+  // GPT-3 175B: s 2048, b 1, h 12288, a 96, t 8; s·b·h = 25,165,824 and 5·a·s/h = 80.
+  const auto m = spec::load_scenario("3d-tp8-pp8-gpt3-175b-64xa100").model;
+  const double sbh = 2048.0 * 12288;
+  auto cell = [&](spec::Recompute r, bool sp) {
+    return spec::activation_bytes_per_layer(m, 2048, 1, r, 2.0, {8, sp});
+  };
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::none, false), sbh * (10 + 24.0 / 8 + 80.0 / 8));
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::none, false), 578813952.0);           // sbh · 23
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::none, true), sbh * (34 + 80.0) / 8);  // sbh · 14.25
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::selective, false), sbh * 13);
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::selective, true), sbh * 34 / 8);
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::full, false), 2 * sbh);
+  EXPECT_DOUBLE_EQ(cell(spec::Recompute::full, true), 2 * sbh / 8);
+  // Unsharded (t = 1) the table's first row: s·b·h·(34 + 5·a·s/h).
+  EXPECT_DOUBLE_EQ(spec::activation_bytes_per_layer(m, 2048, 1, spec::Recompute::none), sbh * 114);
+  EXPECT_EQ(spec::padded_vocab(m, 8), 51200);
+  EXPECT_EQ(spec::padded_vocab(m, 1), 50257);
+  // A block on one of 8 TP ranks: (4h² + 2hf + 3h + f)/8 + 2·2h + 2h.
+  EXPECT_DOUBLE_EQ(spec::block_params_tp(m, 8), 226576896.0);
+}
+
+TEST(TensorParallel, SequenceParallelNormGradientsAreAllReducedOverTheGroup) {
+  const auto s = test::small_scenario({{"dp", 4},
+                                       {"tp", 2},
+                                       {"sequence_parallel", true},
+                                       {"grad_accum", 1},
+                                       {"mixed_precision", "bf16"}});
+  const auto p = plan::build_plan(s);
+  int found = 0;
+  for (const auto& op : p.ops) {
+    const auto* c = std::get_if<plan::Collective>(&op.payload);
+    if (op.rank != 0 || !c || c->purpose != plan::CommPurpose::grad_sync ||
+        p.groups[c->group].label != "tp(stage 0, dp 0)") {
+      continue;
+    }
+    ++found;
+    // 16 blocks × (2 LayerNorms of 2h + 2 row-parallel biases of h) + the final LayerNorm.
+    EXPECT_DOUBLE_EQ(c->bytes, 2.0 * (16 * (4 * 1024 + 2 * 1024) + 2 * 1024));
+  }
+  EXPECT_EQ(found, 1);
+}
+
+TEST(TensorParallel, FoldedAndUnfoldedAgreeAndSimulationIsDeterministic) {
+  for (bool sp : {false, true}) {
+    const auto s = test::small_scenario({{"dp", 2},
+                                         {"tp", 2},
+                                         {"pp", 2},
+                                         {"sequence_parallel", sp},
+                                         {"grad_accum", 4},
+                                         {"sharding", "zero1"},
+                                         {"mixed_precision", "bf16"}});
+    const auto folded = plan::build_plan(s);
+    const auto full = plan::build_plan(s, {.fold = false});
+    EXPECT_TRUE(folded.folded);
+    EXPECT_EQ(folded.built_ranks().size(), 2u);  // (dp 0, tp 0) of each stage
+    const auto models = sim::make_cost_models(s);
+    const auto a = sim::Simulator().run(folded, models);
+    const auto b = sim::Simulator().run(full, models);
+    EXPECT_DOUBLE_EQ(a.metrics.step_time_s, b.metrics.step_time_s);
+    for (int r = 0; r < 8; ++r) {
+      EXPECT_DOUBLE_EQ(a.resolved(r).peak_memory_bytes, b.ranks[r].peak_memory_bytes);
+    }
+    EXPECT_EQ(result::to_json(a).dump(),
+              result::to_json(sim::Simulator().run(folded, models)).dump());
+  }
+}
+
+std::string error_path(const nlohmann::json& strategy, int gpus = 8,
+                       const nlohmann::json& training = {{"seq_len", 1024}}) {
+  nlohmann::json j = {
+      {"name", "t"},
+      {"model", {{"layers", 16}, {"hidden", 1024}, {"heads", 16}, {"vocab", 32000}}},
+      {"cluster", {{"preset", "dgx-a100-80gb"}, {"gpus_per_node", gpus}}},
+      {"strategy", strategy},
+      {"training", training}};
+  try {
+    spec::parse_scenario(j);
+  } catch (const SpecError& e) {
+    return e.path();
+  }
+  return "";
+}
+
+TEST(TensorParallel, TheMeshIsValidatedInOnePlaceWithJsonPaths) {
+  EXPECT_EQ(error_path({{"dp", 4}, {"tp", 2}}), "");
+  EXPECT_EQ(error_path({{"dp", 8}, {"tp", 2}}), "strategy.dp");     // 16 ≠ 8 GPUs
+  EXPECT_EQ(error_path({{"dp", 2}, {"tp", 3}}, 6), "strategy.tp");  // 3 ∤ 16 heads
+  EXPECT_EQ(error_path({{"dp", 1}, {"tp", 16}}, 16), "");
+  EXPECT_EQ(error_path({{"dp", 1}, {"tp", 8}, {"pp", 2}}), "strategy.dp");  // 16 ≠ 8
+  EXPECT_EQ(error_path({{"dp", 8}, {"sequence_parallel", true}}), "strategy.sequence_parallel");
+  EXPECT_EQ(error_path({{"dp", 2}, {"tp", 4}, {"sequence_parallel", true}}, 8, {{"seq_len", 1022}}),
+            "training.seq_len");
+  // A TP group spanning nodes: 2 nodes of 4 GPUs, tp 8.
+  nlohmann::json j = {
+      {"name", "t"},
+      {"model", {{"layers", 16}, {"hidden", 1024}, {"heads", 16}, {"vocab", 32000}}},
+      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 2}, {"gpus_per_node", 4}}},
+      {"strategy", {{"dp", 1}, {"tp", 8}}}};
+  try {
+    spec::parse_scenario(j);
+    ADD_FAILURE() << "a TP group across nodes was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.tp");
+    EXPECT_NE(std::string(e.what()).find("gpus_per_node"), std::string::npos) << e.what();
+  }
+  // HYBRID_SHARD with one data-parallel rank of a TP index per node.
+  j["strategy"] = {{"dp", 2}, {"tp", 4}, {"sharding", "HYBRID_SHARD"}};
+  try {
+    spec::parse_scenario(j);
+    ADD_FAILURE() << "HYBRID_SHARD with nothing to shard in a node was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.sharding");
+  }
+  // A quick-form model has no heads or MLP to split.
+  j = {{"name", "t"},
+       {"model", {{"params", 7e9}, {"layers", 32}}},
+       {"cluster", "dgx-a100-80gb"},
+       {"strategy", {{"dp", 4}, {"tp", 2}}}};
+  try {
+    spec::parse_scenario(j);
+    ADD_FAILURE() << "tp on a parameter-count model was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.tp");
+  }
+}
+
+}  // namespace
+}  // namespace stratagem
