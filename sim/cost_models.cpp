@@ -13,7 +13,9 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
   const std::string key = spec::unit_shape_key(s);
   const auto measured = std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),
                                      [&](const spec::MeasuredUnits& u) { return u.shape == key; });
-  if (measured != c.gpu.measured_units.end()) {
+  // Measured units time whole units at tp = 1; a tensor-parallel step splits each unit into
+  // sharded segments the measurement did not see, so those fall back to the roofline.
+  if (measured != c.gpu.measured_units.end() && s.strategy.tp == 1) {
     m.compute = std::make_shared<MeasuredUnitsModel>(
         *measured, static_cast<int>(s.model.layers) + 1, std::move(roofline));
     m.compute_jitter_cv = measured->jitter_cv;

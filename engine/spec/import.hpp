@@ -9,6 +9,10 @@
 // (at most 8, a DGX's GPUs; more per machine needs --cluster). With --cluster, that preset's
 // nodes and gpus_per_node are overridden the same way; a DeepSpeed config with no process count
 // and no train_batch_size to derive it from uses all GPUs of the chosen cluster.
+//
+// Tensor and pipeline parallelism come from accelerate's MEGATRON_LM megatron_lm_config and
+// DeepSpeed's AutoTP tensor_parallel block; dp = processes / (tp × pp), and the batch
+// arithmetic (global batch, train_batch_size) counts data-parallel ranks, not GPUs.
 #include <cstdint>
 #include <optional>
 #include <string>
