@@ -25,6 +25,7 @@ struct Options {
   std::int64_t global_batch = 256;
   std::int64_t seq_len = 2048;
   int top = 10;
+  bool exhaustive = false;
   std::vector<std::string> precisions;
   std::string profile;
   bool cluster_given = false;
@@ -85,6 +86,7 @@ int run(const Options& o) {
   }
 
   sim::SearchOptions options;
+  options.keep_top = o.exhaustive ? 0 : std::max(o.top, 1);
   if (!o.precisions.empty()) {
     options.precisions.clear();
     for (const auto& p : o.precisions) {
@@ -120,6 +122,7 @@ int run(const Options& o) {
                                 {"invalid", result.invalid},
                                 {"memory_rejected", result.memory_rejected},
                                 {"simulated", result.simulated},
+                                {"pruned", result.pruned},
                                 {"best", best},
                                 {"pareto", front}}
                      .dump(2)
@@ -128,10 +131,11 @@ int run(const Options& o) {
   }
   std::printf(
       "%s on %d × %s, global batch %lld × %lld tokens: %d configurations, %d invalid, "
-      "%d do not fit, %d simulated\n",
+      "%d do not fit, %d simulated, %d pruned (provably outside the best %d and the Pareto "
+      "front)\n",
       o.model.c_str(), c.world_size(), c.gpu.name.c_str(), static_cast<long long>(o.global_batch),
       static_cast<long long>(o.seq_len), result.enumerated, result.invalid, result.memory_rejected,
-      result.simulated);
+      result.simulated, result.pruned, options.keep_top);
   if (result.ranked.empty()) {
     std::printf("nothing fits: try more GPUs (--nodes), a smaller --global_batch or --seq_len\n");
     return 1;
@@ -169,6 +173,8 @@ Registration reg{
        sub.add_option("--global_batch", o->global_batch, "Samples per step")->capture_default_str();
        sub.add_option("--seq_len", o->seq_len, "Tokens per sample")->capture_default_str();
        sub.add_option("--top", o->top, "How many to list")->capture_default_str();
+       sub.add_flag("--exhaustive", o->exhaustive,
+                    "Simulate every configuration that fits (no bound-and-prune)");
        sub.add_option("--mixed_precision", o->precisions,
                       "Precisions to try (default: bf16,fp16,no)")
            ->delimiter(',');

@@ -27,4 +27,27 @@ inline spec::Scenario gpt3_on(int gpus, int pp = 16, int microbatches = 128) {
   return spec::parse_scenario(j);
 }
 
+/// GPT-3 175B in Megatron's 3D layout on `gpus` A100-80GB: tp 8 with sequence parallelism
+/// inside each node, pp 16, dp the rest, 1F1B, ZeRO-1 (distributed optimizer), selective
+/// recomputation, 128 micro-batches.
+inline spec::Scenario gpt3_3d_on(int gpus, int microbatches = 128) {
+  const int tp = 8, pp = 16, dp = gpus / (tp * pp);
+  nlohmann::json j = {{"name", "gpt3-175b 3d on " + std::to_string(gpus) + " A100"},
+                      {"model", "gpt3-175b"},
+                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", gpus / 8}}},
+                      {"strategy",
+                       {{"dp", dp},
+                        {"tp", tp},
+                        {"sequence_parallel", true},
+                        {"pp", pp},
+                        {"schedule", "1f1b"},
+                        {"micro_batch_size", 1},
+                        {"grad_accum", microbatches},
+                        {"sharding", "zero1"},
+                        {"mixed_precision", "bf16"},
+                        {"recompute", "selective"}}},
+                      {"training", {{"seq_len", 2048}}}};
+  return spec::parse_scenario(j);
+}
+
 }  // namespace stratagem::bench

@@ -76,6 +76,25 @@ void BM_BuildAndSimulate(benchmark::State& state) {
 }
 BENCHMARK(BM_BuildAndSimulate)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMillisecond);
 
+// Megatron 3D parallelism (tp 8 × pp 16 × dp 8 on 1,024 GPUs): plan building + simulation.
+void BM_BuildAndSimulate3D(benchmark::State& state) {
+  const auto scenario = bench::gpt3_3d_on(static_cast<int>(state.range(0)));
+  sim::Simulator simulator;
+  std::size_t ops = 0;
+  for (auto _ : state) {
+    const auto plan = plan::build_plan(scenario);
+    ops = plan.ops.size();
+    auto r = simulator.run(plan, sim::make_cost_models(scenario));
+    benchmark::DoNotOptimize(r);
+  }
+  state.counters["ops"] = static_cast<double>(ops);
+}
+BENCHMARK(BM_BuildAndSimulate3D)
+    ->Arg(128)
+    ->Arg(1024)
+    ->ArgName("gpus")
+    ->Unit(benchmark::kMillisecond);
+
 void BM_DefaultScenario(benchmark::State& state) {
   const auto scenario = spec::load_scenario("default");
   sim::Simulator simulator;
@@ -109,5 +128,24 @@ void BM_Search8Gpus(benchmark::State& state) {
       static_cast<double>(configs) * state.iterations(), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Search8Gpus)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Search with tensor parallelism on 8 DGX A100 nodes: Llama-2-70B, global batch 512 × 4096.
+void BM_Search8NodesWithTP(benchmark::State& state) {
+  nlohmann::json j = {{"model", "llama2-70b"},
+                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 8}}},
+                      {"strategy", {{"dp", 64}}},
+                      {"training", {{"seq_len", 4096}, {"global_batch", 512}}}};
+  const auto base = spec::parse_scenario(j);
+  sim::SearchResult last;
+  for (auto _ : state) {
+    last = sim::search(base, {});
+    benchmark::DoNotOptimize(last);
+  }
+  state.counters["configurations"] = last.enumerated;
+  state.counters["simulated"] = last.simulated;
+  state.counters["configs_per_s"] = benchmark::Counter(
+      static_cast<double>(last.enumerated) * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Search8NodesWithTP)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace

@@ -1,9 +1,11 @@
 #include "sim/search.hpp"
 
 #include <algorithm>
+#include <limits>
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
+#include "engine/plan/tensor_parallel.hpp"
 #include "engine/spec/error.hpp"
 #include "sim/simulator.hpp"
 
@@ -102,22 +104,119 @@ std::string strategy_label(const spec::Scenario& s) {
   return label;
 }
 
+namespace {
+
+// A lower bound on a configuration's step time without building its plan: a rank's compute
+// stream runs its ops one after another, each at least as long as on an idle device, and under
+// the roofline an op takes flops / (peak · efficiency) + bytes / HBM bandwidth + launches,
+// linear in its FLOPs and bytes. So the step lasts at least one stage's forward, backward and
+// recompute FLOPs and bytes over all its micro-batches at the curve's best efficiency, without
+// launches (and without the optimizer), plus its tensor-parallel collectives, which sit on the
+// same chain (each at its cost on idle links). 0 (no bound) for measured compute models.
+double compute_lower_bound(const spec::Scenario& s, const CostModels& models) {
+  if (!dynamic_cast<const RooflineModel*>(models.compute.get())) return 0;
+  const auto& st = s.strategy;
+  const auto units = plan::make_units(s);
+  const auto split = plan::split_stages(static_cast<int>(s.model.layers), st.pp, st.chunks);
+  const double m = st.grad_accum;
+  const bool recompute = st.recompute != spec::Recompute::none;
+  const int head = static_cast<int>(units.size()) - 1;
+  const plan::TpChains chains(s);
+  const GroupShape tp_group{st.tp, 1, st.tp};
+  // A unit's TP collectives; `but_trailing`: without one that ends its chain (the last unit of
+  // an item: the next item's first op need not wait for it).
+  auto tp_time = [&](int u, bool forward, bool but_trailing = false) {
+    double t = 0;
+    if (st.tp <= 1) return t;
+    const auto pieces = chains.chain(u, u == head, forward);
+    for (std::size_t k = 0; k < pieces.size(); ++k) {
+      if (!pieces[k].collective || (but_trailing && k + 1 == pieces.size())) continue;
+      t += models.network->collective(pieces[k].kind, tp_group, pieces[k].bytes).total_s();
+    }
+    return t;
+  };
+  double bound = 0;
+  for (const auto& chunks : split) {
+    plan::Compute all;
+    all.dtype = spec::compute_dtype(st.precision);
+    all.kernels = 0;
+    double comm = 0;
+    for (const auto& [b, e] : chunks) {
+      for (int u = b; u < e; ++u) {
+        const plan::Unit& unit = units[u];
+        all.flops += m * 3.0 * unit.fwd_flops;
+        all.bytes += m * 3.0 * unit.full_act_bytes;
+        comm += m * (tp_time(u, true, u == e - 1) + tp_time(u, false, u == b));
+        if (recompute && unit.recompute_flops > 0) {
+          all.flops += m * unit.recompute_flops;
+          all.bytes += m * (unit.full_act_bytes - unit.act_bytes);
+          if (st.recompute == spec::Recompute::full) comm += m * tp_time(u, true);
+        }
+      }
+    }
+    bound = std::max(bound, models.compute->duration(all) + comm);
+  }
+  return bound;
+}
+
+struct Pending {
+  int index = 0;
+  double upper_tokens_per_s = 0;  ///< from the compute lower bound
+  double analytic_peak = 0;       ///< never above the simulated peak (memory contract)
+};
+
+}  // namespace
+
 SearchResult search(const spec::Scenario& base, const SearchOptions& options,
                     const std::function<void(int, int)>& progress) {
   SearchResult result;
   auto configs = enumerate(base, options, result.invalid);
   result.enumerated = static_cast<int>(configs.size()) + result.invalid;
   const int total = static_cast<int>(configs.size());
-  Simulator simulator;
+  // Pass 1: drop what does not fit (the analytic model is exact enough to reject without
+  // simulating; the simulated peak below is the final word) and bound the rest's throughput.
+  std::vector<Pending> pending;
   for (int i = 0; i < total; ++i) {
-    if (progress) progress(i, total);
+    if (progress) progress(i / 2, total);
     const auto& s = configs[i];
-    // The analytic model is exact enough to reject without simulating (see the agreement
-    // test); the simulated peak below is the final word.
-    if (!memory::estimate_memory(s).fits) {
+    const auto memory = memory::estimate_memory(s);
+    if (!memory.fits) {
       ++result.memory_rejected;
       continue;
     }
+    Pending p;
+    p.index = i;
+    p.analytic_peak = memory.worst().peak_bytes;
+    const double bound = options.keep_top > 0 ? compute_lower_bound(s, make_cost_models(s)) : 0.0;
+    p.upper_tokens_per_s = bound > 0 ? static_cast<double>(s.tokens_per_step()) / bound
+                                     : std::numeric_limits<double>::infinity();
+    pending.push_back(p);
+  }
+  // Pass 2: simulate the most promising first. A configuration is skipped once it can enter
+  // neither the best `keep_top` (that many simulated ones are already faster than its bound)
+  // nor the Pareto front (a simulated one is faster than its bound and no heavier).
+  std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
+    return a.upper_tokens_per_s > b.upper_tokens_per_s;
+  });
+  Simulator simulator;
+  std::vector<double> speeds;  // simulated tokens/s, for the top-k test
+  for (std::size_t k = 0; k < pending.size(); ++k) {
+    if (progress)
+      progress(total / 2 + static_cast<int>(k * (total - total / 2) / pending.size()), total);
+    const Pending& p = pending[k];
+    if (options.keep_top > 0) {
+      const auto faster = std::count_if(speeds.begin(), speeds.end(),
+                                        [&](double t) { return t > p.upper_tokens_per_s; });
+      const bool dominated =
+          std::any_of(result.ranked.begin(), result.ranked.end(), [&](const Candidate& c) {
+            return c.tokens_per_s > p.upper_tokens_per_s && c.peak_memory_bytes <= p.analytic_peak;
+          });
+      if (faster >= options.keep_top && dominated) {
+        ++result.pruned;
+        continue;
+      }
+    }
+    const auto& s = configs[p.index];
     const auto plan = plan::build_plan(s);
     const auto run = simulator.run(plan, make_cost_models(s));
     ++result.simulated;
@@ -138,6 +237,7 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
       ++result.memory_rejected;
       continue;
     }
+    speeds.push_back(c.tokens_per_s);
     result.ranked.push_back(std::move(c));
   }
   if (progress) progress(total, total);

@@ -18,6 +18,11 @@ struct SearchOptions {
                                              spec::Recompute::full};
   int max_micro_batch_size = 64;
   int max_pp = 64;
+  /// Branch and bound: simulate in order of an upper bound on throughput (from the compute
+  /// lower bound of each plan) and skip configurations that can reach neither the best
+  /// `keep_top` nor the Pareto front. The best keep_top and the front are exactly those of
+  /// simulating everything. 0: simulate every configuration that fits.
+  int keep_top = 10;
 };
 
 struct Candidate {
@@ -36,6 +41,7 @@ struct SearchResult {
   int invalid = 0;          ///< rejected by validation (e.g. ZeRO-2 with pp > 1)
   int memory_rejected = 0;  ///< did not fit the GPU (analytic or simulated peak)
   int simulated = 0;
+  int pruned = 0;  ///< fit, but provably outside the best keep_top and the Pareto front
   std::vector<Candidate> ranked;  ///< fitting configurations, best throughput first
   std::vector<int> pareto;        ///< indices into `ranked`: throughput vs peak memory front
 };

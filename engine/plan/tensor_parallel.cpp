@@ -9,28 +9,64 @@
 
 namespace stratagem::plan {
 
-namespace {
+TpChains::TpChains(const spec::Scenario& s) {
+  sp_ = s.strategy.sequence_parallel;
+  split_ = spec::block_split(s.model, s.training.seq_len, s.strategy.tp, sp_);
+  const double tokens = static_cast<double>(s.training.seq_len) * s.strategy.micro_batch_size;
+  dtype_ = spec::compute_dtype(s.strategy.precision);
+  act_bytes_ = tokens * static_cast<double>(s.model.hidden) *
+               spec::compute_param_bytes(s.strategy.precision);
+  logit_bytes_ = tokens * 4.0;  // one fp32 value per token
+}
 
-// One piece of a unit's chain: a share of its compute op, or a TP collective.
-struct Piece {
-  bool collective = false;
-  double flops_share = 0, bytes_share = 0;
-  CollectiveKind kind = CollectiveKind::all_reduce;
-  double bytes = 0;
-  spec::DType dtype = spec::DType::bf16;
-};
+std::vector<TpPiece> TpChains::chain(int u, bool head, bool forward) const {
+  using K = CollectiveKind;
+  auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes}; };
+  auto coll = [](K k, double bytes, spec::DType dtype) {
+    TpPiece p;
+    p.collective = true;
+    p.kind = k;
+    p.bytes = bytes;
+    p.dtype = dtype;
+    return p;
+  };
+  auto act = [&](K k) { return coll(k, act_bytes_, dtype_); };
+  const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+  if (u == 0) {  // vocab-parallel embedding
+    if (forward) return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
+    if (sp_) return {act(K::all_gather), compute(1, 1)};
+    return {compute(1, 1)};
+  }
+  if (head) {  // final norm, vocab-parallel LM head and cross-entropy
+    if (forward) {
+      std::vector<TpPiece> out;
+      if (sp_) out.push_back(act(K::all_gather));
+      out.push_back(compute(1, 1));
+      for (int k = 0; k < 3; ++k)
+        out.push_back(coll(K::all_reduce, logit_bytes_, spec::DType::fp32));
+      return out;
+    }
+    return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
+  }
+  if (forward) {
+    if (sp_) {
+      return {act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter),
+              act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter)};
+    }
+    return {compute(fa, ba), act(K::all_reduce), compute(1 - fa, 1 - ba), act(K::all_reduce)};
+  }
+  if (sp_) {
+    return {act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter),
+            act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter)};
+  }
+  return {compute(1 - fa, 1 - ba), act(K::all_reduce), compute(fa, ba), act(K::all_reduce)};
+}
+
+namespace {
 
 class TensorParallel {
  public:
-  TensorParallel(BuildContext& ctx, RankDraft& d) : ctx_(ctx), d_(d) {
-    const spec::Scenario& s = ctx.scenario;
-    sp_ = s.strategy.sequence_parallel;
-    split_ = spec::block_split(s.model, s.training.seq_len, s.strategy.tp, sp_);
-    const double tokens = static_cast<double>(s.training.seq_len) * s.strategy.micro_batch_size;
-    act_bytes_ = tokens * static_cast<double>(s.model.hidden) * ctx.compute_bytes();
-    logit_bytes_ = tokens * 4.0;  // one fp32 value per token
-    dtype_ = spec::compute_dtype(s.strategy.precision);
-  }
+  TensorParallel(BuildContext& ctx, RankDraft& d) : ctx_(ctx), d_(d), chains_(ctx.scenario) {}
 
   void run() {
     // A step waited for the previous step's only op; once split, it waits for its last.
@@ -49,52 +85,6 @@ class TensorParallel {
   }
 
  private:
-  Piece compute(double flops, double bytes) const { return {false, flops, bytes}; }
-  Piece coll(CollectiveKind k, double bytes, spec::DType dtype) const {
-    Piece p;
-    p.collective = true;
-    p.kind = k;
-    p.bytes = bytes;
-    p.dtype = dtype;
-    return p;
-  }
-  Piece act(CollectiveKind k) const { return coll(k, act_bytes_, dtype_); }
-
-  // The chain of unit u in a forward (or full recompute) or backward phase.
-  std::vector<Piece> pieces(int u, bool forward) const {
-    using K = CollectiveKind;
-    const int last = static_cast<int>(ctx_.layout().units.size()) - 1;
-    const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
-    if (u == 0) {  // vocab-parallel embedding
-      if (forward) return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
-      if (sp_) return {act(K::all_gather), compute(1, 1)};
-      return {compute(1, 1)};
-    }
-    if (u == last) {  // final norm, vocab-parallel LM head and cross-entropy
-      if (forward) {
-        std::vector<Piece> out;
-        if (sp_) out.push_back(act(K::all_gather));
-        out.push_back(compute(1, 1));
-        for (int k = 0; k < 3; ++k)
-          out.push_back(coll(K::all_reduce, logit_bytes_, spec::DType::fp32));
-        return out;
-      }
-      return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
-    }
-    if (forward) {
-      if (sp_) {
-        return {act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter),
-                act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter)};
-      }
-      return {compute(fa, ba), act(K::all_reduce), compute(1 - fa, 1 - ba), act(K::all_reduce)};
-    }
-    if (sp_) {
-      return {act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter),
-              act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter)};
-    }
-    return {compute(1 - fa, 1 - ba), act(K::all_reduce), compute(fa, ba), act(K::all_reduce)};
-  }
-
   void split(Step& s) {
     const DraftRef head = s.first();
     const bool forward = s.phase != Phase::backward;
@@ -102,10 +92,10 @@ class TensorParallel {
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
-      const auto parts = pieces(u, forward);
-      const int segments = static_cast<int>(
-          std::count_if(parts.begin(), parts.end(), [](const Piece& p) { return !p.collective; }));
-      for (const Piece& p : parts) {
+      const auto parts = chains_.chain(u, u == last_unit(), forward);
+      const int segments = static_cast<int>(std::count_if(
+          parts.begin(), parts.end(), [](const TpPiece& p) { return !p.collective; }));
+      for (const TpPiece& p : parts) {
         if (p.collective) {
           Collective c = draft_collective(ctx_, p.kind, CommPurpose::tensor_parallel,
                                           ctx_.tp_group[d_.rank], p.bytes, -1, u, u + 1);
@@ -134,12 +124,11 @@ class TensorParallel {
     for (const MemEffect& e : effects) add_effect(d_, s, e);
   }
 
+  int last_unit() const { return static_cast<int>(ctx_.layout().units.size()) - 1; }
+
   BuildContext& ctx_;
   RankDraft& d_;
-  bool sp_ = false;
-  spec::BlockSplit split_;
-  double act_bytes_ = 0, logit_bytes_ = 0;
-  spec::DType dtype_ = spec::DType::bf16;
+  TpChains chains_;
 };
 
 }  // namespace

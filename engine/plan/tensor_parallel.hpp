@@ -29,8 +29,33 @@
 // (async all-reduce, overlapped all-gather of saved inputs under SP); this plan does not
 // (conservative, stated in the docs).
 #include "engine/plan/draft.hpp"
+#include "engine/spec/tensor_shapes.hpp"
 
 namespace stratagem::plan {
+
+/// One piece of a unit's tensor-parallel chain: a share of its compute op, or a collective
+/// on the TP group (bytes: the full buffer on each rank).
+struct TpPiece {
+  bool collective = false;
+  double flops_share = 0, bytes_share = 0;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;
+  spec::DType dtype = spec::DType::bf16;
+};
+
+/// The chains above for one scenario: unit 0 is the embedding, `head` the output unit, any
+/// other a block; `forward` also for a full recompute.
+class TpChains {
+ public:
+  explicit TpChains(const spec::Scenario& scenario);
+  std::vector<TpPiece> chain(int unit, bool head, bool forward) const;
+
+ private:
+  bool sp_ = false;
+  spec::BlockSplit split_;
+  double act_bytes_ = 0, logit_bytes_ = 0;
+  spec::DType dtype_ = spec::DType::bf16;
+};
 
 void split_tensor_parallel(BuildContext& ctx, RankDraft& draft);
 void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& draft);

@@ -6,6 +6,7 @@
 #include "engine/plan/builder.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/presets.hpp"
+#include "sim/search.hpp"
 #include "sim/simulator.hpp"
 
 namespace stratagem::test {
@@ -130,3 +131,39 @@ TEST(SimScenarios, MemoryOfShippedScenariosBalances) {
 
 }  // namespace
 }  // namespace stratagem::test
+
+namespace stratagem {
+namespace {
+
+// Bound-and-prune returns exactly the exhaustive search's best configurations and Pareto front.
+TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
+  nlohmann::json j = {{"model", "gpt3-1.3b"},
+                      {"cluster", "dgx-a100-80gb"},
+                      {"strategy", {{"dp", 8}}},
+                      {"training", {{"seq_len", 2048}, {"global_batch", 32}}}};
+  const auto base = spec::parse_scenario(j);
+  sim::SearchOptions options;
+  options.precisions = {spec::Precision::bf16};
+  options.recomputes = {spec::Recompute::none, spec::Recompute::selective};
+  options.max_micro_batch_size = 4;
+  options.keep_top = 3;
+  const auto pruned = sim::search(base, options);
+  options.keep_top = 0;
+  const auto all = sim::search(base, options);
+  EXPECT_GT(pruned.pruned, 0);
+  EXPECT_EQ(all.pruned, 0);
+  EXPECT_EQ(pruned.simulated + pruned.pruned, all.simulated);
+  ASSERT_GE(pruned.ranked.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pruned.ranked[i].label, all.ranked[i].label) << i;
+  ASSERT_EQ(pruned.pareto.size(), all.pareto.size());
+  for (std::size_t i = 0; i < all.pareto.size(); ++i) {
+    EXPECT_EQ(pruned.ranked[pruned.pareto[i]].label, all.ranked[all.pareto[i]].label);
+  }
+  // Tensor parallelism is searched: some configuration has tp > 1.
+  bool tp = false;
+  for (const auto& c : all.ranked) tp = tp || c.scenario.strategy.tp > 1;
+  EXPECT_TRUE(tp);
+}
+
+}  // namespace
+}  // namespace stratagem

@@ -50,7 +50,8 @@ TEST(Compare, Formatting) {
 
 TEST(Colors, KindsAndClassesAreDistinctAndNeverTheFixedColours) {
   const auto kinds = kind_legend();
-  ASSERT_EQ(kinds.size(), static_cast<std::size_t>(result::kSpanKindCount));
+  // Every kind, then the tensor-parallel all-reduce, all-gather and reduce-scatter.
+  ASSERT_EQ(kinds.size(), static_cast<std::size_t>(result::kSpanKindCount) + 3);
   const Rgba fixed[] = {palette::kOom, palette::kBubble, palette::kCapacity, palette::kBackground};
   for (std::size_t i = 0; i < kinds.size(); ++i) {
     for (std::size_t j = i + 1; j < kinds.size(); ++j) EXPECT_NE(kinds[i].color, kinds[j].color);

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -156,6 +157,64 @@ TEST(Screenshot, AllPanelsWithAScenarioAndItsStrategies) {
   // Forward and backward blocks of both timelines are on screen.
   EXPECT_GE(bands_of(img, kind_color(result::SpanKind::forward), 200).size(), 2u);
   EXPECT_FALSE(bands_of(img, kind_color(result::SpanKind::backward), 200).empty());
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Screenshot, TensorParallelRowsShowTheirTpLaneInItsOwnColours) {
+  if (!test::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
+  const std::string dir = test::fresh_dir("tp");
+  // dp 2 × tp 2 × pp 2 with sequence parallelism, every rank built: 8 rows in 4 TP groups.
+  const result::RunResult r = test::simulate_unfolded(test::tp_scenario(2, 2, 2, true));
+  result::save_result(r, dir + "/tp.json");
+  // Zoom on rank 0's first backward, so that its TP collectives are blocks, not slivers.
+  double b0 = -1, b1 = -1;
+  for (const auto& s : r.ranks[0].spans) {
+    if (s.kind == result::SpanKind::backward && b0 < 0) b0 = s.start_s;
+    if (s.kind == result::SpanKind::backward) b1 = s.end_s;
+    if (b0 >= 0 && s.kind != result::SpanKind::backward && s.stream == plan::Stream::compute) break;
+  }
+  ASSERT_GT(b1, b0);
+  char zoom[96];
+  std::snprintf(zoom, sizeof zoom, "%.9fs:%.9fs", b0, b0 + (b1 - b0) * 0.5);
+  const Image img = read_png(
+      screenshot(dir, dir + "/tp.json --panel timeline --size 1400x1000 --zoom " + zoom, "tp"));
+  // The gutter is wider than without tensor parallelism (the rows carry their coordinates),
+  // so the lanes start further right; look right of it.
+  const int from = 300;
+  const Rgba ag = tp_kind_color(result::SpanKind::all_gather);
+  const Rgba rs = tp_kind_color(result::SpanKind::reduce_scatter);
+  const Rgba bwd = kind_color(result::SpanKind::backward);
+  const auto bwd_bands = bands_of(img, bwd, from);
+  ASSERT_FALSE(bwd_bands.empty());
+  // Below the legend (whose tp swatches lie right of the gutter too).
+  auto below_legend = [&](std::vector<std::pair<int, int>> bands) {
+    std::erase_if(bands, [&](const auto& b) { return b.first < bwd_bands[0].first; });
+    return bands;
+  };
+  const auto ag_bands = below_legend(bands_of(img, ag, from));
+  const auto rs_bands = below_legend(bands_of(img, rs, from));
+  // Rows on screen: one compute band and one tp band each, the tp lane below the compute lane.
+  ASSERT_GE(bwd_bands.size(), 4u);
+  ASSERT_GE(ag_bands.size(), 4u) << "tp all-gathers in their own colour, a band per row";
+  ASSERT_GE(rs_bands.size(), 4u);
+  for (std::size_t i = 0; i < 4; ++i) {
+    EXPECT_GE(ag_bands[i].second - ag_bands[i].first, 10) << "a lane, not a line";
+    EXPECT_GT(ag_bands[i].first, bwd_bands[i].second) << "the tp lane is below the compute lane";
+    EXPECT_EQ(ag_bands[i], rs_bands[i]) << "all-gathers and reduce-scatters share the tp lane";
+    if (i + 1 < bwd_bands.size()) {
+      EXPECT_LT(ag_bands[i].second, bwd_bands[i + 1].first) << "and above the next row's";
+    }
+  }
+  // The tp blocks are blocks: wider than a few pixels at this zoom.
+  const auto blocks = runs_of(img, ag_bands[0].first + 2, ag, from);
+  ASSERT_FALSE(blocks.empty());
+  EXPECT_GE(blocks[0].x1 - blocks[0].x0, 4);
+  // Without tensor parallelism, no tp colour anywhere.
+  const auto g = simulate(test::gpipe4_scenario(), "gpipe");
+  result::save_result(g->result(), dir + "/g.json");
+  const Image plain = read_png(screenshot(dir, dir + "/g.json --panel timeline", "g"));
+  EXPECT_TRUE(bands_of(plain, ag, 0).empty());
+  EXPECT_TRUE(bands_of(plain, tp_kind_color(result::SpanKind::all_reduce), 0).empty());
   std::filesystem::remove_all(dir);
 }
 

@@ -55,7 +55,65 @@ TEST(WhatIf, InvalidCombinationsSayWhy) {
   EXPECT_THROW(set_knob(k, "dp", "0"), SpecError);
   EXPECT_THROW(set_knob(k, "gpu", "no-such-gpu"), SpecError);
   EXPECT_THROW(set_knobs(k, "dp"), SpecError);
-  EXPECT_THROW(set_knobs(k, "tp=2"), SpecError);
+  EXPECT_THROW(set_knobs(k, "ep=2"), SpecError);
+}
+
+TEST(WhatIf, TensorParallelKnobsAndTheWorldDpTimesTpTimesPp) {
+  const auto base = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                        "/scenarios/3d-tp8-pp4-llama3-70b-8xh100.json");
+  WhatIf k = what_if_of(base);
+  EXPECT_EQ(k.dp, 2);
+  EXPECT_EQ(k.tp, 8);
+  EXPECT_TRUE(k.sequence_parallel);
+  EXPECT_EQ(k.pp, 4);
+  EXPECT_EQ(world_of(k), 64);
+  auto same = apply_what_if(base, k);
+  EXPECT_EQ(same.strategy.tp, 8);
+  EXPECT_TRUE(same.strategy.sequence_parallel);
+  EXPECT_EQ(same.cluster.nodes, 8);
+  EXPECT_EQ(same.world_size(), 64);
+  // Half the tensor parallelism, twice the replicas: the same 64 GPUs on 8 nodes.
+  set_knobs(k, "tp=4,dp=4");
+  EXPECT_EQ(world_of(k), 64);
+  auto s = apply_what_if(base, k);
+  EXPECT_EQ(s.strategy.tp, 4);
+  EXPECT_EQ(s.cluster.nodes, 8);
+  EXPECT_EQ(s.training.global_batch, 1 * 32 * 4);  // TP peers share their micro-batches
+  // tp 8 with dp 4: 128 GPUs, the nodes follow.
+  set_knob(k, "tp", "8");
+  EXPECT_EQ(apply_what_if(base, k).cluster.nodes, 16);
+  // Sequence parallelism applies only with tp > 1 (and is kept for when tp comes back).
+  set_knobs(k, "tp=1,dp=8");
+  s = apply_what_if(base, k);
+  EXPECT_FALSE(s.strategy.sequence_parallel);
+  EXPECT_EQ(s.world_size(), 32);
+  EXPECT_EQ(s.cluster.nodes, 4);
+  EXPECT_TRUE(k.sequence_parallel);
+  set_knob(k, "sequence_parallel", "false");
+  EXPECT_FALSE(k.sequence_parallel);
+  EXPECT_THROW(set_knob(k, "sequence_parallel", "maybe"), SpecError);
+  EXPECT_THROW(set_knob(k, "tp", "0"), SpecError);
+}
+
+TEST(WhatIf, TensorParallelismOnAPipelineScenario) {
+  const auto base = test::gpipe4_scenario();  // gpt2-xl: 25 heads
+  WhatIf k = what_if_of(base);
+  EXPECT_EQ(k.tp, 1);
+  EXPECT_FALSE(k.sequence_parallel);
+  k.tp = 2;  // 25 heads do not split over 2 ranks
+  try {
+    apply_what_if(base, k);
+    FAIL() << "tp 2 of gpt2-xl was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.tp");
+  }
+  const auto tiny = test::tp_scenario(1, 1, 2);
+  k = what_if_of(tiny);
+  set_knobs(k, "tp=2,sequence_parallel=true");
+  const auto s = apply_what_if(tiny, k);
+  EXPECT_EQ(s.world_size(), 4);
+  EXPECT_EQ(s.cluster.nodes, 2);  // two of the base's 2-GPU nodes
+  EXPECT_TRUE(s.strategy.sequence_parallel);
 }
 
 TEST(SimWorker, SimulatesOffTheCallingThreadAndKeepsTheNewest) {

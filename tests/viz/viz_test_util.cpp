@@ -7,6 +7,10 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "engine/plan/builder.hpp"
+#include "sim/cost_models.hpp"
+#include "sim/simulator.hpp"
+
 namespace stratagem::test {
 
 result::Span make_span(result::SpanKind kind, plan::Stream stream, double start_s, double end_s,
@@ -38,6 +42,41 @@ spec::Scenario gpipe4_scenario(double memory_gib) {
         {"mixed_precision", "bf16"}}},
       {"training", {{"seq_len", 1024}, {"global_batch", 16}}}};
   return spec::parse_scenario(j);
+}
+
+spec::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel) {
+  nlohmann::json strategy = {{"dp", dp},
+                             {"tp", tp},
+                             {"pp", pp},
+                             {"micro_batch_size", 1},
+                             {"grad_accum", 4},
+                             {"sharding", "none"},
+                             {"mixed_precision", "bf16"}};
+  if (pp > 1) strategy["schedule"] = "1f1b";
+  if (sequence_parallel) strategy["sequence_parallel"] = true;
+  const nlohmann::json j = {{"name", "tiny gpt, dp " + std::to_string(dp) + " tp " +
+                                         std::to_string(tp) + " pp " + std::to_string(pp)},
+                            {"model",
+                             {{"name", "gpt-4l"},
+                              {"layers", 4},
+                              {"hidden", 2048},
+                              {"heads", 16},
+                              {"ffn_hidden", 8192},
+                              {"vocab", 32000},
+                              {"max_positions", 1024}}},
+                            {"cluster",
+                             {{"preset", "dgx-a100-80gb"},
+                              {"nodes", 1},
+                              {"gpus_per_node", dp * tp * pp},
+                              {"gpu", "a100-80gb"}}},
+                            {"strategy", strategy},
+                            {"training", {{"seq_len", 1024}, {"global_batch", 4 * dp}}}};
+  return spec::parse_scenario(j);
+}
+
+result::RunResult simulate_unfolded(const spec::Scenario& s) {
+  const plan::StepPlan plan = plan::build_plan(s, plan::BuildOptions{.fold = false});
+  return sim::Simulator().run(plan, sim::make_cost_models(s));
 }
 
 Command run_command(const std::string& command) {

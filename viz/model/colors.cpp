@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "viz/model/mesh.hpp"
+
 namespace stratagem::viz {
 
 Rgba shade(Rgba c, double factor) {
@@ -46,6 +48,22 @@ Rgba kind_color(result::SpanKind k) {
   return {128, 128, 128, 255};
 }
 
+Rgba tp_kind_color(result::SpanKind k) {
+  using K = result::SpanKind;
+  switch (k) {
+    case K::all_gather:
+      return {240, 120, 255, 255};
+    case K::reduce_scatter:
+      return {140, 20, 170, 255};
+    default:
+      return {215, 40, 230, 255};  // all-reduce (and anything else on the tp stream)
+  }
+}
+
+Rgba span_color(const result::Span& s) {
+  return is_tensor_parallel(s) ? tp_kind_color(s.kind) : kind_color(s.kind);
+}
+
 Rgba tensor_class_color(plan::TensorClass c) {
   using T = plan::TensorClass;
   switch (c) {
@@ -75,7 +93,11 @@ std::vector<LegendEntry> kind_legend() {
   std::vector<LegendEntry> out;
   for (int i = 0; i < result::kSpanKindCount; ++i) {
     const auto k = static_cast<result::SpanKind>(i);
-    out.push_back({kind_color(k), result::to_string(k)});
+    out.push_back({kind_color(k), result::to_string(k), k, false});
+  }
+  using K = result::SpanKind;
+  for (const K k : {K::all_reduce, K::all_gather, K::reduce_scatter}) {
+    out.push_back({tp_kind_color(k), std::string(result::to_string(k)) + " (tp)", k, true});
   }
   return out;
 }

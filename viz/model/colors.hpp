@@ -26,6 +26,11 @@ constexpr std::uint32_t pack(Rgba c) {
 }
 
 Rgba kind_color(result::SpanKind k);
+/// Tensor-parallel collectives (the `tp` stream) in their own magenta family, one shade per
+/// collective kind (all-reduce; SP's all-gather and reduce-scatter).
+Rgba tp_kind_color(result::SpanKind k);
+/// The colour a span is drawn in: tp_kind_color for tensor-parallel ones, else kind_color.
+Rgba span_color(const result::Span& s);
 Rgba tensor_class_color(plan::TensorClass c);
 
 /// Fixed colours with a meaning of their own.
@@ -47,7 +52,10 @@ inline constexpr Rgba kMemoryCurve{180, 220, 255, 255};
 struct LegendEntry {
   Rgba color;
   std::string label;
+  result::SpanKind kind = result::SpanKind::forward;  ///< span legends: what it explains
+  bool tensor_parallel = false;                       ///< a tp_kind_color entry
 };
+/// Every span kind, then the tensor-parallel collectives ("all_reduce (tp)", ...).
 std::vector<LegendEntry> kind_legend();
 std::vector<LegendEntry> tensor_class_legend();
 

@@ -65,7 +65,11 @@ std::string format_metric(CompareMetric m, double value) {
 
 std::string strategy_summary(const spec::Scenario& s) {
   const auto& st = s.strategy;
-  std::string out = "dp " + std::to_string(st.dp) + " · pp " + std::to_string(st.pp);
+  std::string out = "dp " + std::to_string(st.dp);
+  if (st.tp > 1) {
+    out += " · tp " + std::to_string(st.tp) + (st.sequence_parallel ? " sp" : "");
+  }
+  out += " · pp " + std::to_string(st.pp);
   if (st.pp > 1) {
     out += std::string(" · ") + spec::to_string(st.schedule);
     if (st.schedule == spec::Schedule::interleaved) out += " ×" + std::to_string(st.chunks);

@@ -35,7 +35,8 @@ struct CompareBar {
   bool best = false;    ///< the best value of this metric (ties: all of them)
 };
 
-/// "dp 8 · pp 1 · 1f1b · m 8 · zero2 · bf16": the strategy in one line.
+/// "dp 8 · pp 1 · 1f1b · m 8 · zero2 · bf16": the strategy in one line ("dp 2 · tp 8 sp ·
+/// pp 4 · ..." under tensor parallelism, "sp" with sequence parallelism).
 std::string strategy_summary(const spec::Scenario& s);
 
 /// One bar per document for metric `m`.

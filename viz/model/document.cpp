@@ -34,7 +34,7 @@ std::vector<Lane> make_lanes(const std::vector<result::Span>& spans) {
 }
 
 Document::Document(result::RunResult result, std::string label)
-    : result_(std::move(result)), label_(std::move(label)) {
+    : result_(std::move(result)), label_(std::move(label)), mesh_(mesh_of(result_)) {
   const int n = world();
   lanes_.resize(n);
   summaries_.resize(n);

@@ -8,6 +8,7 @@
 
 #include "engine/plan/plan.hpp"
 #include "engine/result/result.hpp"
+#include "viz/model/mesh.hpp"
 
 namespace stratagem::viz {
 
@@ -35,6 +36,8 @@ class Document {
   const result::RunResult& result() const { return result_; }
   const std::string& label() const { return label_; }
   int world() const { return static_cast<int>(result_.ranks.size()); }
+  /// Each rank's (stage, dp, tp, node) and the tensor-parallel groups.
+  const Mesh& mesh() const { return mesh_; }
 
   /// The lanes of `rank` (those of the rank it is folded into, for a folded replica).
   const std::vector<Lane>& lanes(int rank) const;
@@ -58,6 +61,7 @@ class Document {
  private:
   result::RunResult result_;
   std::string label_;
+  Mesh mesh_;
   std::vector<std::vector<Lane>> lanes_;  ///< per rank; empty for folded replicas
   std::vector<RankSummary> summaries_;
   double end_s_ = 0;

@@ -1,7 +1,9 @@
 #pragma once
 // Vertical layout of the timeline: a header row per (node, pipeline stage) group, then one
-// row per rank holding one lane per stream in use. Rows are found by y with a binary search,
-// so drawing and hit-testing touch only what is on screen, even for thousands of ranks.
+// row per rank holding one lane per stream in use. Under tensor parallelism the header is per
+// tensor-parallel group (node, stage, dp index), so a group's TP peers sit together, and rank
+// rows carry their mesh coordinate. Rows are found by y with a binary search, so drawing and
+// hit-testing touch only what is on screen, even for thousands of ranks.
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,7 +17,8 @@ struct LayoutOptions {
   float lane_gap = 2;
   float row_gap = 6;
   float header_height = 18;
-  /// Show one row for a rank and the folded replicas identical to it.
+  /// Show one row for a rank and the folded replicas identical to it (its data-parallel
+  /// replicas and, under tensor parallelism, their TP peers).
   bool collapse_replicas = false;
 };
 
@@ -25,6 +28,8 @@ struct Row {
   int rank = -1;  ///< rank rows
   int node = 0;
   int stage = 0;
+  int dp = -1;       ///< data-parallel index; -1 for a group header spanning several
+  int tp = 0;        ///< tensor-parallel index (rank rows)
   int replicas = 1;  ///< ranks the row stands for (> 1 when collapsed)
   int lanes = 0;     ///< lanes drawn (rank rows)
   float y = 0;       ///< top, from the top of the timeline content
@@ -37,6 +42,7 @@ class TimelineLayout {
   std::vector<Row> rows;
   float height = 0;
   LayoutOptions options;
+  int widest_label = -1;  ///< the rank row with the longest label (sizes the gutter), or -1
 
   /// Index of the row containing y, or -1 (gaps between rows belong to the row above).
   int row_at(float y) const;

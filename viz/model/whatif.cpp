@@ -9,6 +9,8 @@ WhatIf what_if_of(const spec::Scenario& s) {
   WhatIf w;
   const auto& st = s.strategy;
   w.dp = st.dp;
+  w.tp = st.tp;
+  w.sequence_parallel = st.sequence_parallel;
   w.pp = st.pp;
   w.schedule = st.schedule;
   w.chunks = st.schedule == spec::Schedule::interleaved ? st.chunks : 2;
@@ -24,6 +26,8 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
   nlohmann::json j = spec::to_json(base);
   auto& st = j["strategy"];
   st["dp"] = k.dp;
+  st["tp"] = k.tp;
+  st["sequence_parallel"] = k.sequence_parallel && k.tp > 1;
   st["pp"] = k.pp;
   st["schedule"] = spec::to_string(k.schedule);
   if (k.schedule == spec::Schedule::interleaved) {
@@ -55,13 +59,17 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
     cluster = nlohmann::json{{"preset", k.cluster}};
   }
   if (!k.gpu.empty()) cluster["gpu"] = k.gpu;
-  const int world = k.dp * k.pp;
+  const int world = world_of(k);
   int nodes = base.cluster.nodes;
   if (gpus_per_node > 0 && world >= gpus_per_node && world % gpus_per_node == 0) {
     nodes = world / gpus_per_node;
   }
   cluster["nodes"] = nodes;
   return spec::parse_scenario(j, base.source);
+}
+
+int world_of(const WhatIf& k) {
+  return k.dp * k.tp * k.pp;
 }
 
 }  // namespace stratagem::viz
@@ -80,6 +88,12 @@ E parse_enum(const std::string& value, const std::string& path, std::initializer
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
   throw SpecError(path, "unknown value '" + value + "'; valid: " + list);
+}
+
+bool parse_bool(const std::string& value, const std::string& path) {
+  if (value == "true" || value == "on" || value == "1") return true;
+  if (value == "false" || value == "off" || value == "0") return false;
+  throw SpecError(path, "expected true or false, got '" + value + "'");
 }
 
 int parse_int(const std::string& value, const std::string& path) {
@@ -104,6 +118,10 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   using spec::Schedule;
   if (key == "dp") {
     k.dp = parse_int(value, path);
+  } else if (key == "tp") {
+    k.tp = parse_int(value, path);
+  } else if (key == "sequence_parallel") {
+    k.sequence_parallel = parse_bool(value, path);
   } else if (key == "pp") {
     k.pp = parse_int(value, path);
   } else if (key == "chunks") {
@@ -130,8 +148,9 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   } else {
     throw SpecError("--what-if",
                     "unknown knob '" + key +
-                        "'; valid: dp, pp, schedule, chunks, micro_batches, "
-                        "micro_batch_size, sharding, precision, recompute, gpu, cluster");
+                        "'; valid: dp, tp, sequence_parallel, pp, schedule, chunks, "
+                        "micro_batches, micro_batch_size, sharding, precision, recompute, gpu, "
+                        "cluster");
   }
 }
 

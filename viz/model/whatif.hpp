@@ -10,6 +10,8 @@ namespace stratagem::viz {
 
 struct WhatIf {
   int dp = 1;
+  int tp = 1;                      ///< tensor-parallel degree (Megatron-LM)
+  bool sequence_parallel = false;  ///< used when tp > 1
   int pp = 1;
   spec::Schedule schedule = spec::Schedule::one_f_one_b;
   int chunks = 2;  ///< virtual stages per rank, used by the interleaved schedule
@@ -26,13 +28,17 @@ struct WhatIf {
 WhatIf what_if_of(const spec::Scenario& s);
 
 /// `base` with the knobs applied. The global batch follows the knobs (micro_batch_size ×
-/// micro_batches × dp); the number of nodes follows dp × pp when it is a whole number of
-/// the cluster's nodes. Throws SpecError naming the offending key.
+/// micro_batches × dp; tensor-parallel peers share their micro-batches); the number of nodes
+/// follows the world dp × tp × pp when it is a whole number of the cluster's nodes. Sequence
+/// parallelism applies only with tp > 1. Throws SpecError naming the offending key.
 spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& knobs);
+/// dp × tp × pp: the GPUs the knobs ask for.
+int world_of(const WhatIf& knobs);
 
-/// Sets one knob from text, as `--what-if key=value` gives it: dp, pp, schedule, chunks,
-/// micro_batches, micro_batch_size, sharding, precision, recompute, gpu, cluster. Names are
-/// the scenario format's (1f1b, zero2, FULL_SHARD, bf16, selective, ...).
+/// Sets one knob from text, as `--what-if key=value` gives it: dp, tp, sequence_parallel
+/// (true/false), pp, schedule, chunks, micro_batches, micro_batch_size, sharding, precision,
+/// recompute, gpu, cluster. Names are the scenario format's (1f1b, zero2, FULL_SHARD, bf16,
+/// selective, ...).
 void set_knob(WhatIf& knobs, const std::string& key, const std::string& value);
 /// Applies "key=value,key=value".
 void set_knobs(WhatIf& knobs, const std::string& assignments);

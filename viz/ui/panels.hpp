@@ -3,6 +3,7 @@
 // into the current ImGui window, inside a child of the given size.
 #include <imgui.h>
 
+#include "viz/model/aggregate.hpp"
 #include "viz/model/colors.hpp"
 #include "viz/ui/view_state.hpp"
 
@@ -17,6 +18,11 @@ void draw_timeline_panel(ViewState& state, ImVec2 size);
 void draw_memory_panel(ViewState& state, ImVec2 size);
 void draw_compare_panel(ViewState& state, ImVec2 size);
 void draw_what_if_panel(ViewState& state, ImVec2 size);
+
+/// The timeline's tooltip for block `b` of `rank` in `doc`: its first span `s` and, for a
+/// merged block of `count` > 1 spans, their time range.
+void span_tooltip(const Document& doc, int rank, const result::Span& s, int count, const Block& b,
+                  const TimeView& view);
 
 /// A colour swatch followed by its label, wrapping to the next line when the row is full.
 void legend_item(Rgba color, const char* label, bool& first);

@@ -1,6 +1,7 @@
-// The timeline: ruler, rank rows grouped by node and stage, lanes per stream, bubbles
-// shaded, micro-batch numbers on blocks, hover tooltips, dependency highlights, a range
-// selection, an overlay of a second result and a second timeline on the same time scale.
+// The timeline: ruler, rank rows grouped by node and stage (and tensor-parallel group), lanes
+// per stream, bubbles shaded, micro-batch numbers on blocks, hover tooltips, dependency
+// highlights, a range selection, an overlay of a second result and a second timeline on the
+// same time scale. The tooltip is span_tooltip.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +13,7 @@
 namespace stratagem::viz {
 namespace {
 
-constexpr float kGutterPx = 170;
+constexpr float kGutterPx = 170;  ///< the least gutter; wider for long (mesh) rank labels
 constexpr float kRulerPx = 26;
 
 struct Area {
@@ -42,45 +43,6 @@ std::string percent(double f) {
   return buf;
 }
 
-void span_tooltip(const Document& doc, int rank, const result::Span& s, int count, const Block& b,
-                  const TimeView& view) {
-  ImGui::BeginTooltip();
-  if (count > 1) {
-    ImGui::Text("%d ops merged (narrower than a pixel; zoom in)", count);
-    ImGui::Text("from %s to %s", format_duration(view.to_time(b.x0)).c_str(),
-                format_duration(view.to_time(b.x1)).c_str());
-    ImGui::EndTooltip();
-    return;
-  }
-  ImGui::TextUnformatted(result::to_string(s.kind));
-  if (s.microbatch >= 0) {
-    ImGui::SameLine();
-    ImGui::Text(" micro-batch %d", s.microbatch);
-  }
-  ImGui::Separator();
-  ImGui::Text("rank %d · stage %d · chunk %d · %s stream", rank, s.stage, s.chunk,
-              plan::to_string(s.stream));
-  if (doc.resolved_rank(rank) != rank) {
-    ImGui::Text("(folded: same as rank %d)", doc.resolved_rank(rank));
-  }
-  if (s.unit_end > s.unit_begin) {
-    ImGui::Text("layers (units) %d..%d", s.unit_begin, s.unit_end - 1);
-  }
-  if (result::is_collective(s.kind)) {
-    ImGui::Text("purpose %s · buffer %s", plan::to_string(s.purpose),
-                format_bytes(s.bytes).c_str());
-  } else if (result::is_p2p(s.kind)) {
-    ImGui::Text("%s rank %d · %s", s.kind == result::SpanKind::send ? "to" : "from", s.peer,
-                format_bytes(s.bytes).c_str());
-  } else {
-    ImGui::Text("%s · %s moved", format_flops(s.flops).c_str(), format_bytes(s.bytes).c_str());
-  }
-  ImGui::Text("start %s · duration %s", format_duration(s.start_s).c_str(),
-              format_duration(s.end_s - s.start_s).c_str());
-  ImGui::TextDisabled("op #%d · click for its dependencies", s.op);
-  ImGui::EndTooltip();
-}
-
 void draw_ruler(ViewState& st, ImDrawList* dl, const Area& a, float y0) {
   const float y1 = y0 + kRulerPx;
   dl->AddRectFilled(ImVec2(a.x0, y0), ImVec2(a.x1, y1), IM_COL32(40, 40, 46, 255));
@@ -108,7 +70,7 @@ void draw_ruler(ViewState& st, ImDrawList* dl, const Area& a, float y0) {
 
 // Draws the lanes of one rank row; `overlay` (may be null) is drawn over matching lanes.
 void draw_rank_row(ViewState& st, int doc_index, const Row& row, ImDrawList* dl, const Area& a,
-                   float origin_y, std::vector<Block>& blocks) {
+                   float gutter, float origin_y, std::vector<Block>& blocks) {
   const Document& doc = *st.docs[doc_index];
   const TimelineLayout& layout = st.layouts[doc_index];
   const float lane_h = layout.options.lane_height;
@@ -122,7 +84,7 @@ void draw_rank_row(ViewState& st, int doc_index, const Row& row, ImDrawList* dl,
   const float text_h = ImGui::GetTextLineHeight();
 
   // Gutter: rank label and bubble fraction on the first lane, stream names on every lane.
-  const float gx = a.x0 - kGutterPx;
+  const float gx = a.x0 - gutter;
   const float ty = origin_y + row.y + (lane_h - text_h) * 0.5f;
   dl->AddText(ImVec2(gx + 8, ty), IM_COL32(230, 230, 230, 255), row.label.c_str());
   const std::string idle = percent(doc.summary(row.rank).bubble_fraction);
@@ -178,11 +140,11 @@ void draw_rank_row(ViewState& st, int doc_index, const Row& row, ImDrawList* dl,
         x1 -= 1;
         dl->AddRectFilled(ImVec2(x1, y0), ImVec2(x1 + 1, y1), im_col(palette::kBackground));
       }
-      Rgba c = kind_color(b.kind);
+      const result::Span& s = spans[lane.spans[b.first]];
+      Rgba c = span_color(s);
       if (b.count > 1) c = shade(c, 0.75);
       dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), im_col(c));
       if (b.count != 1) continue;
-      const result::Span& s = spans[lane.spans[b.first]];
       if (s.microbatch >= 0 && x1 - x0 > 12) {
         char buf[16];
         std::snprintf(buf, sizeof buf, "%d", s.microbatch);
@@ -207,7 +169,7 @@ void draw_rank_row(ViewState& st, int doc_index, const Row& row, ImDrawList* dl,
         for (const Block& b : blocks) {
           const float x0 = a.x0 + static_cast<float>(std::max(b.x0, -2.0));
           const float x1 = a.x0 + static_cast<float>(std::min(b.x1, width + 2));
-          const Rgba c = shade(kind_color(b.kind), 1.35);
+          const Rgba c = shade(span_color(ospans[over->lanes(row.rank)[ol].spans[b.first]]), 1.35);
           dl->AddRectFilled(ImVec2(x0, y1 - 4), ImVec2(x1, y1), im_col(c));
           dl->AddRect(ImVec2(x0, y0), ImVec2(x1, y1), im_col(c), 0, 0, 1.5f);
         }
@@ -307,8 +269,8 @@ void handle_input(ViewState& st, int doc_index, const Area& a, float origin_y) {
   }
 }
 
-// One document's rows in a scrolling child of `size`.
-void draw_rows(ViewState& st, int doc_index, ImVec2 size, const char* id) {
+// One document's rows in a scrolling child of `size`, right of a gutter of `gutter` px.
+void draw_rows(ViewState& st, int doc_index, ImVec2 size, float gutter, const char* id) {
   ImGui::BeginChild(id, size, false,
                     ImGuiWindowFlags_NoScrollWithMouse | ImGuiWindowFlags_AlwaysVerticalScrollbar);
   if (st.scroll_request >= 0) ImGui::SetScrollY(st.scroll_request);
@@ -317,7 +279,7 @@ void draw_rows(ViewState& st, int doc_index, ImVec2 size, const char* id) {
   const ImVec2 origin = ImGui::GetCursorScreenPos();
   const ImVec2 win_pos = ImGui::GetWindowPos();
   // The same drawing area as the ruler's: the child always shows its scrollbar.
-  Area a{win_pos.x + kGutterPx, win_pos.x + size.x - ImGui::GetStyle().ScrollbarSize};
+  Area a{win_pos.x + gutter, win_pos.x + size.x - ImGui::GetStyle().ScrollbarSize};
   st.timeline_width_px = std::max(1.0f, a.width());
 
   const float scroll = ImGui::GetScrollY();
@@ -335,7 +297,7 @@ void draw_rows(ViewState& st, int doc_index, ImVec2 size, const char* id) {
     }
     dl->PushClipRect(ImVec2(win_pos.x, origin.y + row.y - 2),
                      ImVec2(a.x1, origin.y + row.y + row.height + 2), true);
-    draw_rank_row(st, doc_index, row, dl, a, origin.y, blocks);
+    draw_rank_row(st, doc_index, row, dl, a, gutter, origin.y, blocks);
     dl->PopClipRect();
   }
   dl->PushClipRect(ImVec2(a.x0, win_pos.y), ImVec2(a.x1, win_pos.y + view_h), true);
@@ -361,23 +323,35 @@ void draw_rows(ViewState& st, int doc_index, ImVec2 size, const char* id) {
   ImGui::EndChild();
 }
 
+// The gutter: wide enough for the longest rank label of the rows shown and its idle
+// fraction ("rank 9 · stage 1 · dp 0 · tp 1  43% idle"), at least kGutterPx.
+float gutter_px(const ViewState& st, bool paired) {
+  float w = kGutterPx;
+  for (int i : {st.primary, paired ? st.pair : -1}) {
+    if (i < 0 || i >= static_cast<int>(st.layouts.size())) continue;
+    const TimelineLayout& l = st.layouts[i];
+    if (l.widest_label < 0) continue;
+    const float label = ImGui::CalcTextSize(l.rows[l.widest_label].label.c_str()).x;
+    w = std::max(w, 8 + label + 8 + ImGui::CalcTextSize("100% idle").x + 8);
+  }
+  return std::ceil(w);
+}
+
 void draw_legend(ViewState& st) {
-  bool present[result::kSpanKindCount] = {};
+  // Kinds present, apart for tensor-parallel collectives (their own colours).
+  bool present[2][result::kSpanKindCount] = {};
   for (int i : {st.primary, st.overlay, st.pair}) {
     if (i < 0 || i >= static_cast<int>(st.docs.size())) continue;
     const Document& d = *st.docs[i];
     for (int r = 0; r < d.world(); ++r) {
       if (d.resolved_rank(r) != r) continue;
-      for (const auto& s : d.spans(r)) present[static_cast<int>(s.kind)] = true;
+      for (const auto& s : d.spans(r))
+        present[is_tensor_parallel(s)][static_cast<int>(s.kind)] = true;
     }
   }
   bool first = true;
   for (const auto& e : kind_legend()) {
-    int k = 0;
-    while (k < result::kSpanKindCount &&
-           e.label != result::to_string(static_cast<result::SpanKind>(k)))
-      ++k;
-    if (k < result::kSpanKindCount && !present[k]) continue;
+    if (!present[e.tensor_parallel][static_cast<int>(e.kind)]) continue;
     legend_item(e.color, e.label.c_str(), first);
   }
   legend_item(palette::kBubble, "idle (bubble)", first);
@@ -460,7 +434,10 @@ void draw_timeline_panel(ViewState& st, ImVec2 size) {
   // Ruler across the drawing area.
   const ImVec2 p = ImGui::GetCursorScreenPos();
   const float avail_w = ImGui::GetContentRegionAvail().x;
-  const Area a{p.x + kGutterPx, p.x + avail_w - ImGui::GetStyle().ScrollbarSize};
+  const bool paired =
+      st.pair >= 0 && st.pair != st.primary && st.pair < static_cast<int>(st.docs.size());
+  const float gutter = gutter_px(st, paired);
+  const Area a{p.x + gutter, p.x + avail_w - ImGui::GetStyle().ScrollbarSize};
   st.timeline_width_px = std::max(1.0f, a.width());
   if (st.fit_pending) {
     st.time.fit(0, st.end_s(), a.width());
@@ -471,18 +448,16 @@ void draw_timeline_panel(ViewState& st, ImVec2 size) {
   ImGui::Dummy(ImVec2(avail_w, kRulerPx + 2));
 
   const float body_h = ImGui::GetContentRegionAvail().y;
-  const bool paired =
-      st.pair >= 0 && st.pair != st.primary && st.pair < static_cast<int>(st.docs.size());
   if (!paired) {
-    draw_rows(st, st.primary, ImVec2(avail_w, body_h), "rows");
+    draw_rows(st, st.primary, ImVec2(avail_w, body_h), gutter, "rows");
   } else {
     const float line = ImGui::GetTextLineHeightWithSpacing();
     const float h = (body_h - 2 * line) * 0.5f;
     ImGui::TextColored(ImVec4(0.7f, 0.8f, 1, 1), "A: %s", st.docs[st.primary]->label().c_str());
-    draw_rows(st, st.primary, ImVec2(avail_w, h), "rows_a");
+    draw_rows(st, st.primary, ImVec2(avail_w, h), gutter, "rows_a");
     ImGui::TextColored(ImVec4(0.7f, 0.8f, 1, 1), "B: %s (same time scale)",
                        st.docs[st.pair]->label().c_str());
-    draw_rows(st, st.pair, ImVec2(avail_w, h), "rows_b");
+    draw_rows(st, st.pair, ImVec2(avail_w, h), gutter, "rows_b");
   }
   st.scroll_request = -1;
   ImGui::EndChild();

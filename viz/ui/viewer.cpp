@@ -371,8 +371,8 @@ void draw_toolbar(ViewState& st) {
   }
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(
-        "Folded data-parallel replicas behave exactly like their representative;\n"
-        "show them as one row labelled with their count.");
+        "Folded data-parallel replicas (and tensor-parallel peers) behave exactly like\n"
+        "their representative; show them as one row labelled with their count.");
   }
 }
 

@@ -59,9 +59,9 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   ImGui::BeginChild("what_if", size, true);
   if (!st.what_if) {
     ImGui::TextWrapped(
-        "Start the viewer with --scenario <file or shipped name> to change dp, pp, the "
-        "schedule, micro-batches, sharding, precision, recomputation, GPU and cluster and see "
-        "each change re-simulated.");
+        "Start the viewer with --scenario <file or shipped name> to change dp, tp (and "
+        "sequence parallelism), pp, the schedule, micro-batches, sharding, precision, "
+        "recomputation, GPU and cluster and see each change re-simulated.");
     ImGui::EndChild();
     return;
   }
@@ -76,6 +76,15 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   ImGui::BeginGroup();
   ImGui::PushItemWidth(col * 0.55f);
   int_knob("dp (data-parallel)", k.dp);
+  int_knob("tp (tensor-parallel)", k.tp);
+  if (k.tp > 1) {
+    ImGui::Checkbox("sequence parallel", &k.sequence_parallel);
+    if (ImGui::IsItemHovered()) {
+      ImGui::SetTooltip(
+          "Megatron-LM sequence parallelism: each TP all-reduce becomes an all-gather and a\n"
+          "reduce-scatter, and norms and dropout run on seq_len / tp tokens per rank.");
+    }
+  }
   int_knob("pp (pipeline stages)", k.pp);
   enum_combo("schedule", k.schedule,
              {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved});
@@ -100,6 +109,7 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   st.submit_what_if();
 
   ImGui::Separator();
+  ImGui::Text("world %d GPUs = dp %d × tp %d × pp %d", world_of(k), k.dp, k.tp, k.pp);
   const std::int64_t global = std::int64_t{k.micro_batch_size} * k.micro_batches * k.dp;
   ImGui::Text("global batch %lld sequences = micro-batch size × micro-batches × dp",
               static_cast<long long>(global));

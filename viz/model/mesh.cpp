@@ -1,0 +1,67 @@
+#include "viz/model/mesh.hpp"
+
+#include <algorithm>
+
+namespace stratagem::viz {
+
+Mesh mesh_of(const result::RunResult& r) {
+  Mesh m;
+  const auto& st = r.scenario.strategy;
+  const int n = static_cast<int>(r.ranks.size());
+  const bool known = st.dp >= 1 && st.tp >= 1 && st.pp >= 1 && st.dp * st.tp * st.pp == n;
+  if (known) {
+    m.dp = st.dp;
+    m.tp = st.tp;
+    m.pp = st.pp;
+  }
+  m.coords.resize(n);
+  for (int i = 0; i < n; ++i) {
+    const auto& rr = r.ranks[i];
+    auto& c = m.coords[i];
+    c.stage = rr.stage;
+    c.dp = rr.dp;
+    c.node = rr.node;
+    c.tp = known ? rr.rank % m.tp : 0;
+    if (!known) {
+      m.dp = std::max(m.dp, rr.dp + 1);
+      m.pp = std::max(m.pp, rr.stage + 1);
+    }
+  }
+  return m;
+}
+
+std::string rank_label(const Mesh& mesh, int rank) {
+  std::string out = "rank " + std::to_string(rank);
+  if (!mesh.tensor_parallel() || rank < 0 || rank >= static_cast<int>(mesh.coords.size())) {
+    return out;
+  }
+  const auto& c = mesh.coords[rank];
+  return out + " · stage " + std::to_string(c.stage) + " · dp " + std::to_string(c.dp) + " · tp " +
+         std::to_string(c.tp);
+}
+
+std::string tp_group_label(const Mesh& mesh, int rank) {
+  const auto& c = mesh.coords.at(rank);
+  return "tp(stage " + std::to_string(c.stage) + ", dp " + std::to_string(c.dp) + ")";
+}
+
+std::string tp_group_ranks(const Mesh& mesh, int rank) {
+  const int first = rank - mesh.coords.at(rank).tp;
+  return "ranks " + std::to_string(first) + ".." + std::to_string(first + mesh.tp - 1);
+}
+
+bool is_tensor_parallel(const result::Span& s) {
+  return s.stream == plan::Stream::tp ||
+         (result::is_collective(s.kind) && s.purpose == plan::CommPurpose::tensor_parallel);
+}
+
+std::string collective_summary(const Mesh& mesh, int rank, const result::Span& s) {
+  std::string out = std::string(result::to_string(s.kind)) + " " + plan::to_string(s.purpose);
+  if (is_tensor_parallel(s) && mesh.tensor_parallel() && rank >= 0 &&
+      rank < static_cast<int>(mesh.coords.size())) {
+    out += " over " + tp_group_label(mesh, rank) + " · " + tp_group_ranks(mesh, rank);
+  }
+  return out;
+}
+
+}  // namespace stratagem::viz
