@@ -37,7 +37,8 @@ Registration reg{
            "Scenario file or shipped name: simulated, and changeable in the What-if tab");
        sub.add_option(
            "--what-if", o.what_if,
-           "Knob edits applied to --scenario first: key=value,... (dp, pp, schedule, "
+           "Knob edits applied to --scenario first: key=value,... (dp, tp, sequence_parallel, pp, "
+           "schedule, "
            "chunks, micro_batches, micro_batch_size, sharding, precision, recompute, gpu, "
            "cluster)");
        sub.add_option("--strategies", a->strategies,

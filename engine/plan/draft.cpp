@@ -92,8 +92,8 @@ OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids
   op.mem_count = static_cast<std::uint32_t>(plan.mem_effects.size()) - op.mem_begin;
 
   if (auto* c = std::get_if<Collective>(&op.payload)) {
-    const int seq = next_seq_[{rank, c->group}]++;
-    auto [it, fresh] = instance_index_.try_emplace({c->group, seq}, -1);
+    const int seq = next_seq_[pair_key(rank, c->group)]++;
+    auto [it, fresh] = instance_index_.try_emplace(pair_key(c->group, seq), -1);
     if (fresh) {
       CollectiveInstance inst;
       inst.group = c->group;
@@ -111,8 +111,8 @@ OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids
     inst.ops.push_back(op.id);
   } else if (auto* p = std::get_if<P2P>(&op.payload)) {
     const int src = p->send ? rank : p->peer, dst = p->send ? p->peer : rank;
-    auto [it, fresh] =
-        transfer_index_.try_emplace({src, dst, p->gradient, p->chunk, p->microbatch}, -1);
+    auto [it, fresh] = transfer_index_.try_emplace(
+        std::make_tuple(src, dst, p->gradient, p->chunk, p->microbatch), -1);
     if (fresh) {
       Transfer t;
       t.src = src;

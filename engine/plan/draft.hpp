@@ -9,6 +9,8 @@
 // ops, then the epilogue. Ops anchored at one point are ordered by concern (Anchor), whatever
 // order the passes ran in: gradient sync, then parameter gathers, then pipeline p2p.
 #include <array>
+#include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/plan/build_context.hpp"
@@ -92,10 +94,26 @@ class Lowering {
  private:
   OpId emit(int rank, const DraftOp& op, const std::vector<OpId>& ids);
 
+  static std::uint64_t pair_key(int a, int b) {
+    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 |
+           static_cast<std::uint32_t>(b);
+  }
+  struct TransferKeyHash {
+    std::size_t operator()(const std::tuple<int, int, bool, int, int>& k) const {
+      std::uint64_t h = 1469598103934665603ULL;
+      for (std::uint64_t v : {std::uint64_t(std::get<0>(k)), std::uint64_t(std::get<1>(k)),
+                              std::uint64_t(std::get<2>(k)), std::uint64_t(std::get<3>(k)),
+                              std::uint64_t(std::get<4>(k))}) {
+        h = (h ^ v) * 1099511628211ULL;
+      }
+      return h;
+    }
+  };
+
   BuildContext& ctx_;
-  std::map<std::pair<int, int>, int> next_seq_;        // (rank, group) → next sequence
-  std::map<std::pair<int, int>, int> instance_index_;  // (group, sequence) → instance
-  std::map<std::tuple<int, int, bool, int, int>, int> transfer_index_;
+  std::unordered_map<std::uint64_t, int> next_seq_;        // (rank, group) → next sequence
+  std::unordered_map<std::uint64_t, int> instance_index_;  // (group, sequence) → instance
+  std::unordered_map<std::tuple<int, int, bool, int, int>, int, TransferKeyHash> transfer_index_;
 };
 
 }  // namespace stratagem::plan
