@@ -122,3 +122,25 @@ TEST(RunCli, AHangEndsTheJobNamingWhereRanksWere) {
 
 }  // namespace
 }  // namespace stratagem::test
+
+namespace stratagem {
+namespace {
+
+// Tensor parallelism is simulated, not executed: every real-run command refuses it with one
+// line naming the key, exit 2, before starting a worker.
+TEST(RunCli, TensorParallelScenariosAreRefusedNamingTheKey) {
+  const auto dir = test::work_dir("tp-refused");
+  for (const std::string args :
+       {"run tp2-cpu-gpt-tiny --num_processes 2 --cpu --main_process_port 0",
+        "validate tp2-cpu-gpt-tiny --num_processes 2",
+        "compare tp2-cpu-gpt-tiny --real --num_processes 2"}) {
+    SCOPED_TRACE(args);
+    const auto r = test::stratagem(args, dir);
+    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
+    EXPECT_NE(r.err.find("strategy.tp"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out.find("[rank"), std::string::npos) << "no worker started: " << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace stratagem
