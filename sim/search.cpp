@@ -106,14 +106,27 @@ std::string strategy_label(const spec::Scenario& s) {
 
 namespace {
 
-// A lower bound on a configuration's step time without building its plan: a rank's compute
-// stream runs its ops one after another, each at least as long as on an idle device, and under
-// the roofline an op takes flops / (peak · efficiency) + bytes / HBM bandwidth + launches,
-// linear in its FLOPs and bytes. So the step lasts at least one stage's forward, backward and
-// recompute FLOPs and bytes over all its micro-batches at the curve's best efficiency, without
-// launches (and without the optimizer), plus its tensor-parallel collectives, which sit on the
-// same chain (each at its cost on idle links). 0 (no bound) for measured compute models.
-double compute_lower_bound(const spec::Scenario& s, const CostModels& models) {
+struct Pending {
+  int index = 0;
+  double upper_tokens_per_s = 0;  ///< from the compute lower bound
+  double analytic_peak = 0;       ///< never above the simulated peak (memory contract)
+};
+
+}  // namespace
+
+// A lower bound on a configuration's step time without building its plan. A rank's compute
+// stream runs its ops one after another, each at least as long as on an idle device; under the
+// roofline an op takes flops / (peak · efficiency(d)) + bytes / HBM bandwidth + launches, linear
+// in its FLOPs and bytes, with efficiency rising with the smallest GEMM dimension d (a whole
+// chunk's op uses the smallest d of its units, so timing each unit at its own d never
+// overestimates; a measured table's curve is bounded by its best point). Tensor-parallel
+// collectives sit on the same chain. So stage s needs at least T_s: its forward, backward and
+// recompute work over all micro-batches plus its TP collectives, launches and the optimizer
+// left out. It cannot start before the stages ahead ran their first forward (F_j) and the step
+// cannot end before the stages ahead ran their last backward (B_j) after it:
+//   bound = max_s  Σ_{j<s} F_j + T_s + Σ_{j<s} B_j.
+// 0 (no bound) for measured compute models.
+double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) {
   if (!dynamic_cast<const RooflineModel*>(models.compute.get())) return 0;
   const auto& st = s.strategy;
   const auto units = plan::make_units(s);
@@ -123,6 +136,21 @@ double compute_lower_bound(const spec::Scenario& s, const CostModels& models) {
   const int head = static_cast<int>(units.size()) - 1;
   const plan::TpChains chains(s);
   const GroupShape tp_group{st.tp, 1, st.tp};
+  const spec::DType dtype = spec::compute_dtype(st.precision);
+  const spec::EfficiencyCurve& curve = s.cluster.gpu.efficiency(dtype);
+  double best_dim = 0;  // a measured curve: the point of its best efficiency
+  for (const auto& [d, e] : curve.table) {
+    if (best_dim == 0 || e > curve.at(best_dim)) best_dim = d;
+  }
+  auto time = [&](const plan::Unit& u, double flops, double bytes) {
+    plan::Compute c;
+    c.dtype = dtype;
+    c.kernels = 0;
+    c.flops = flops;
+    c.bytes = bytes;
+    c.gemm_dim = curve.table.empty() ? u.gemm_dim : best_dim;
+    return models.compute->duration(c);
+  };
   // A unit's TP collectives; `but_trailing`: without one that ends its chain (the last unit of
   // an item: the next item's first op need not wait for it).
   auto tp_time = [&](int u, bool forward, bool but_trailing = false) {
@@ -135,37 +163,36 @@ double compute_lower_bound(const spec::Scenario& s, const CostModels& models) {
     }
     return t;
   };
-  double bound = 0;
+  double bound = 0, fill = 0, drain = 0;  // Σ F_j and Σ B_j over the stages ahead
   for (const auto& chunks : split) {
-    plan::Compute all;
-    all.dtype = spec::compute_dtype(st.precision);
-    all.kernels = 0;
-    double comm = 0;
-    for (const auto& [b, e] : chunks) {
+    double total = 0, first_forward = 0, last_backward = 0;
+    for (std::size_t c = 0; c < chunks.size(); ++c) {
+      const auto [b, e] = chunks[c];
       for (int u = b; u < e; ++u) {
         const plan::Unit& unit = units[u];
-        all.flops += m * 3.0 * unit.fwd_flops;
-        all.bytes += m * 3.0 * unit.full_act_bytes;
-        comm += m * (tp_time(u, true, u == e - 1) + tp_time(u, false, u == b));
+        const double fwd = time(unit, unit.fwd_flops, unit.full_act_bytes) + tp_time(u, true);
+        double bwd =
+            time(unit, 2.0 * unit.fwd_flops, 2.0 * unit.full_act_bytes) + tp_time(u, false);
         if (recompute && unit.recompute_flops > 0) {
-          all.flops += m * unit.recompute_flops;
-          all.bytes += m * (unit.full_act_bytes - unit.act_bytes);
-          if (st.recompute == spec::Recompute::full) comm += m * tp_time(u, true);
+          bwd += time(unit, unit.recompute_flops, unit.full_act_bytes - unit.act_bytes);
+          if (st.recompute == spec::Recompute::full) bwd += tp_time(u, true);
         }
+        if (c == 0) {
+          first_forward += fwd;
+          last_backward += bwd;
+        }
+        // Over all micro-batches, less the trailing collective of each item.
+        total += m * (fwd + bwd);
+        if (u == e - 1) total -= m * (tp_time(u, true) - tp_time(u, true, true));
+        if (u == b) total -= m * (tp_time(u, false) - tp_time(u, false, true));
       }
     }
-    bound = std::max(bound, models.compute->duration(all) + comm);
+    bound = std::max(bound, fill + total + drain);
+    fill += first_forward;
+    drain += last_backward;
   }
   return bound;
 }
-
-struct Pending {
-  int index = 0;
-  double upper_tokens_per_s = 0;  ///< from the compute lower bound
-  double analytic_peak = 0;       ///< never above the simulated peak (memory contract)
-};
-
-}  // namespace
 
 SearchResult search(const spec::Scenario& base, const SearchOptions& options,
                     const std::function<void(int, int)>& progress) {
@@ -187,7 +214,7 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
     Pending p;
     p.index = i;
     p.analytic_peak = memory.worst().peak_bytes;
-    const double bound = options.keep_top > 0 ? compute_lower_bound(s, make_cost_models(s)) : 0.0;
+    const double bound = options.keep_top > 0 ? step_time_lower_bound(s, make_cost_models(s)) : 0.0;
     p.upper_tokens_per_s = bound > 0 ? static_cast<double>(s.tokens_per_step()) / bound
                                      : std::numeric_limits<double>::infinity();
     pending.push_back(p);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/spec/scenario.hpp"
+#include "sim/cost_models.hpp"
 
 namespace stratagem::sim {
 
@@ -45,6 +46,10 @@ struct SearchResult {
   std::vector<Candidate> ranked;  ///< fitting configurations, best throughput first
   std::vector<int> pareto;        ///< indices into `ranked`: throughput vs peak memory front
 };
+
+/// A lower bound on the simulated step time of `scenario` under `models`, without building its
+/// plan (search.cpp says why it holds); 0 when there is none (measured compute models).
+double step_time_lower_bound(const spec::Scenario& scenario, const CostModels& models);
 
 /// One line describing a scenario's strategy (used as the label).
 std::string strategy_label(const spec::Scenario& s);

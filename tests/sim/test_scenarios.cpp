@@ -8,6 +8,7 @@
 #include "engine/spec/presets.hpp"
 #include "sim/search.hpp"
 #include "sim/simulator.hpp"
+#include "sim/strategy_variants.hpp"
 
 namespace stratagem::test {
 namespace {
@@ -163,6 +164,31 @@ TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
   bool tp = false;
   for (const auto& c : all.ranked) tp = tp || c.scenario.strategy.tp > 1;
   EXPECT_TRUE(tp);
+}
+
+}  // namespace
+}  // namespace stratagem
+
+namespace stratagem {
+namespace {
+
+// The bound the search prunes with never exceeds the simulated step time.
+TEST(Search, TheStepTimeLowerBoundHoldsForEveryShippedScenarioAndVariant) {
+  int bounded = 0;
+  for (const auto& name : spec::shipped_scenario_names()) {
+    const auto base = spec::load_scenario(name);
+    for (const auto& v : sim::make_variants(base, sim::variant_names())) {
+      if (!v.scenario) continue;
+      SCOPED_TRACE(name + " " + v.name);
+      const auto models = sim::make_cost_models(*v.scenario);
+      const double bound = sim::step_time_lower_bound(*v.scenario, models);
+      const double step =
+          sim::Simulator().run(plan::build_plan(*v.scenario), models).metrics.step_time_s;
+      EXPECT_LE(bound, step * (1 + 1e-12));
+      bounded += bound > 0 ? 1 : 0;
+    }
+  }
+  EXPECT_GT(bounded, 100);
 }
 
 }  // namespace
