@@ -7,8 +7,6 @@
 
 namespace stratagem::spec {
 
-namespace {
-
 double kv_dim(const ModelSpec& m) {
   return static_cast<double>(m.hidden) * static_cast<double>(m.kv_heads) /
          static_cast<double>(m.heads);
@@ -17,6 +15,8 @@ double kv_dim(const ModelSpec& m) {
 double norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2.0 * m.hidden : 1.0 * m.hidden;
 }
+
+namespace {
 
 double block_matmul_params(const ModelSpec& m) {
   if (m.measured) return block_params(m);

@@ -72,6 +72,11 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
 /// does; tp = 1 keeps the model's own size (as HuggingFace models and FSDP train it).
 std::int64_t padded_vocab(const ModelSpec& m, int tp);
 
+/// Width of the key and value projections: h · kv_heads / heads (grouped-query attention).
+double kv_dim(const ModelSpec& m);
+/// Parameters of one norm: 2h for LayerNorm (weight and bias), h for RMSNorm.
+double norm_params(const ModelSpec& m);
+
 /// Parameters of one transformer block (attention + MLP + norms).
 double block_params(const ModelSpec& m);
 /// block_params split by part; the three add up to block_params (quick-form models, whose

@@ -2,31 +2,18 @@
 
 namespace stratagem::spec {
 
-namespace {
-
-double kv_width(const ModelSpec& m) {
-  return static_cast<double>(m.hidden) * static_cast<double>(m.kv_heads) /
-         static_cast<double>(m.heads);
-}
-
-double norm_width(const ModelSpec& m) {
-  return m.norm == NormKind::layernorm ? 2.0 * m.hidden : 1.0 * m.hidden;
-}
-
-}  // namespace
-
 double block_params_tp(const ModelSpec& m, int tp) {
   if (tp <= 1) return block_params(m);
   const double h = m.hidden, f = m.ffn_hidden, t = tp;
-  double sharded = 2.0 * h * h + 2.0 * h * kv_width(m);       // q, o and k, v
+  double sharded = 2.0 * h * h + 2.0 * h * kv_dim(m);         // q, o and k, v
   sharded += (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;  // MLP in (gate), out
-  if (m.bias) sharded += h + 2.0 * kv_width(m) + (m.mlp == MlpKind::swiglu ? 2.0 * f : f);
+  if (m.bias) sharded += h + 2.0 * kv_dim(m) + (m.mlp == MlpKind::swiglu ? 2.0 * f : f);
   return sharded / t + block_sequence_parallel_params(m);
 }
 
 double block_sequence_parallel_params(const ModelSpec& m) {
   const double row_biases = m.bias ? 2.0 * m.hidden : 0.0;  // projection and MLP-out
-  return 2.0 * norm_width(m) + row_biases;
+  return 2.0 * norm_params(m) + row_biases;
 }
 
 double word_table_params_tp(const ModelSpec& m, int tp) {
@@ -40,7 +27,7 @@ double embedding_params_tp(const ModelSpec& m, int tp) {
 }
 
 double head_sequence_parallel_params(const ModelSpec& m) {
-  return m.kind == ModelKind::decoder ? norm_width(m) : 0.0;
+  return m.kind == ModelKind::decoder ? norm_params(m) : 0.0;
 }
 
 double head_params_tp(const ModelSpec& m, int tp) {
@@ -56,7 +43,7 @@ BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sp
   const double h = m.hidden, f = m.ffn_hidden, s = static_cast<double>(seq_len),
                a = static_cast<double>(m.heads), t = tp;
   BlockSplit out;
-  const double attention_flops = 2.0 * (2.0 * h * h + 2.0 * h * kv_width(m)) + 4.0 * h * s;
+  const double attention_flops = 2.0 * (2.0 * h * h + 2.0 * h * kv_dim(m)) + 4.0 * h * s;
   const double mlp_flops = 2.0 * (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
   out.attention_flops_share = attention_flops / (attention_flops + mlp_flops);
   const double scores = 5.0 * a * s / h;
