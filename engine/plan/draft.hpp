@@ -60,7 +60,6 @@ struct RankDraft {
   /// The collectives the optimizer step waits for (gradient sync), in issue order, then the
   /// last compute; the precision pass may put its overflow check in between.
   std::vector<DraftRef> before_step;
-  DraftRef optimizer_step = kNoDraft;
 
   DraftRef add(Stream stream, Payload payload, std::vector<DraftRef> deps = {},
                std::vector<MemEffect> effects = {});

@@ -36,7 +36,6 @@ void add_optimizer_step(BuildContext& ctx, RankDraft& d, const std::vector<Bucke
   const auto& st = ctx.strategy();
   const DraftRef step = d.add(Stream::compute, optimizer_op(ctx, d.rank, d.stage), d.before_step);
   d.epilogue.push_back(step);
-  d.optimizer_step = step;
   // ZeRO-1/2: every rank updated its shard; gather the updated parameters.
   if (!ctx.syncs_grads(d.rank) || !spec::shards_optimizer(st.sharding) ||
       spec::shards_parameters(st.sharding)) {

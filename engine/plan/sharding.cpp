@@ -82,7 +82,12 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
   };
 
   std::set<std::pair<int, int>> kept;  // (micro-batch, unit) gathered in forward and kept
-  DraftRef pending = kNoDraft;         // the gather a unit's recompute and backward share
+  // A unit's recompute step (right before its backward) takes the gather both share.
+  bool recompute_took = false;
+  DraftRef shared = kNoDraft;
+  auto gather_of = [&](const Step& s) {
+    return kept.count({s.microbatch, s.unit_begin}) ? kNoDraft : gather_for(s.unit_begin);
+  };
   for (Step& s : d.steps) {
     const int u = s.unit_begin;
     const double gbytes = pc * L.units[u].gather_params;
@@ -95,18 +100,17 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
         break;
       }
       case Phase::recompute:
-        pending = kept.count({s.microbatch, u}) ? kNoDraft : gather_for(u);
-        add_dep(d, s, pending);
+        shared = gather_of(s);
+        recompute_took = true;
+        add_dep(d, s, shared);
         break;
       case Phase::backward: {
-        const bool recomputed = &s != &d.steps.front() && (&s - 1)->phase == Phase::recompute &&
-                                (&s - 1)->unit_begin == u && (&s - 1)->microbatch == s.microbatch;
-        if (!recomputed) pending = kept.count({s.microbatch, u}) ? kNoDraft : gather_for(u);
+        if (!recompute_took) shared = gather_of(s);
+        recompute_took = false;
         kept.erase({s.microbatch, u});
-        add_dep(d, s, pending);
+        add_dep(d, s, shared);
         add_effect(d, s, {TensorClass::gathered_params, -gbytes, true});
-        if (pending != kNoDraft) consumed(s);
-        pending = kNoDraft;
+        if (shared != kNoDraft) consumed(s);
         break;
       }
       default:
