@@ -2,6 +2,8 @@
 
 #include <cctype>
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -50,7 +52,69 @@ std::size_t token_start(const std::string& text, std::size_t end) {
 
 }  // namespace
 
+namespace {
+
+std::string line_column(const std::string& text, std::size_t offset) {
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset && i < text.size(); ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return std::to_string(line) + ":" + std::to_string(column);
+}
+
+// Before nlohmann parses (and later code walks the value recursively): nesting deeper than
+// kMaxJsonDepth and numbers beyond a double's range are located errors, not a stack overflow
+// or a library exception.
+void check_structure(const std::string& text, const std::string& source) {
+  int depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxJsonDepth) {
+        throw SpecError(
+            source + ":" + line_column(text, i),
+            "invalid JSON: nested deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+      }
+    } else if (c == ']' || c == '}') {
+      --depth;
+    } else if (c == '-' || std::isdigit(static_cast<unsigned char>(c))) {
+      std::size_t end = i;
+      while (end < text.size() && (std::isalnum(static_cast<unsigned char>(text[end])) ||
+                                   text[end] == '.' || text[end] == '+' || text[end] == '-')) {
+        ++end;
+      }
+      const std::string token = text.substr(i, end - i);
+      const double v = std::strtod(token.c_str(), nullptr);
+      if (std::isinf(v)) {
+        throw SpecError(source + ":" + line_column(text, i),
+                        "number " + (token.size() > 40 ? token.substr(0, 40) + "…" : token) +
+                            " is beyond the range of a double");
+      }
+      i = end - 1;
+    }
+  }
+}
+
+}  // namespace
+
 nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+  check_structure(text, source);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -84,8 +148,20 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
 }
 
 nlohmann::json read_json_file(const std::string& file) {
+  // Only regular files of a bounded size: a FIFO would block, /dev/zero never end.
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (!ec && std::filesystem::is_directory(status)) throw SpecError(file, "is a directory");
+  if (!ec && std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    throw SpecError(file, "not a regular file (a FIFO, device or socket cannot be read as JSON)");
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw SpecError(file, "cannot open file");
+  const auto size = std::filesystem::file_size(file, ec);
+  if (!ec && size > kMaxJsonBytes) {
+    throw SpecError(file, "is " + std::to_string(size >> 20) + " MiB; JSON inputs are limited to " +
+                              std::to_string(kMaxJsonBytes >> 20) + " MiB");
+  }
   std::stringstream buffer;
   buffer << in.rdbuf();
   return parse_json_text(buffer.str(), file);

@@ -12,9 +12,15 @@
 
 namespace stratagem::spec {
 
-/// Parses JSON text; a syntax error becomes a SpecError "<source>:<line>:<col>: ...".
+/// Limits on JSON inputs (scenarios, profiles, DeepSpeed configs): nesting depth and file size.
+inline constexpr int kMaxJsonDepth = 256;
+inline constexpr std::uintmax_t kMaxJsonBytes = std::uintmax_t{64} << 20;
+
+/// Parses JSON text; a syntax error, nesting deeper than kMaxJsonDepth or a number beyond a
+/// double's range becomes a SpecError "<source>:<line>:<col>: ...".
 nlohmann::json parse_json_text(const std::string& text, const std::string& source);
-/// Reads and parses a JSON file; a missing file is a SpecError naming it.
+/// Reads and parses a JSON file; a missing file, a directory, a FIFO or device, or a file
+/// larger than kMaxJsonBytes is a SpecError naming it.
 nlohmann::json read_json_file(const std::string& file);
 /// "Did you mean" text for `word` among `choices` ("" when nothing is close).
 std::string closest(const std::string& word, const std::vector<std::string>& choices);

@@ -1,6 +1,7 @@
 // Bad scenarios: each error names where (a JSON path, or file:line:col) and why, in one line,
 // and nothing crashes.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <string>
 
@@ -285,6 +286,49 @@ TEST(BadInput, NoCrashOnOddValues) {
     } catch (const SpecError&) {
     }
   }
+}
+
+}  // namespace
+}  // namespace stratagem::spec
+
+namespace stratagem::spec {
+namespace {
+
+std::string load_error(const std::string& file) {
+  try {
+    load_scenario(file);
+  } catch (const SpecError& e) {
+    return e.what();  // "<path>: <message>"
+  }
+  ADD_FAILURE() << "no SpecError for " << file;
+  return "";
+}
+
+// Inputs that used to crash or escape as library exceptions (issue 19's fuzzing): a number
+// beyond a double, nesting deep enough to overflow a recursive walk, and files that are not
+// regular files.
+TEST(BadInput, HostileJsonIsALocatedErrorNotACrash) {
+  test::TempDir dir("hostile");
+  const std::string huge = dir.write(
+      "huge.json",
+      R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8, "bucket_mb": 1e309}})");
+  EXPECT_EQ(load_error(huge), huge + ":1:82: number 1e309 is beyond the range of a double");
+  std::string objects = R"({"model": )";
+  for (int i = 0; i < 60000; ++i) objects += R"({"a": )";
+  objects += "1" + std::string(60000, '}') + "}";
+  const std::string deep = dir.write("deep.json", objects);
+  const std::string e1 = load_error(deep);
+  EXPECT_NE(e1.find("nested deeper than 256 levels"), std::string::npos) << e1;
+  std::string arrays = R"({"strategy": {"master_weights": )" + std::string(100000, '[') +
+                       std::string(100000, ']') + "}}";
+  EXPECT_NE(load_error(dir.write("arrays.json", arrays)).find("nested deeper"), std::string::npos);
+  // Brackets inside strings do not count.
+  EXPECT_NO_THROW(parse_json_text(R"({"name": ")" + std::string(1000, '[') + R"("})", "s.json"));
+  EXPECT_EQ(load_error(dir.path()), dir.path() + ": is a directory");
+  EXPECT_NE(load_error("/dev/zero").find("not a regular file"), std::string::npos);
+  const std::string fifo = dir.path() + "/fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_NE(load_error(fifo).find("not a regular file"), std::string::npos);  // no hang
 }
 
 }  // namespace
