@@ -22,6 +22,7 @@
 #include "engine/plan/schedule_pass.hpp"
 #include "engine/plan/sharding.hpp"
 #include "engine/plan/tensor_parallel.hpp"
+#include "engine/spec/error.hpp"
 
 namespace stratagem::plan {
 
@@ -50,9 +51,37 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
   lowering.lower_rank(d);
 }
 
+// About how many ops the plan will hold (an upper bound of its compute steps and the TP
+// collectives splitting them), to refuse a plan that cannot fit in memory with one clear error
+// instead of an allocation failure.
+double estimated_ops(const spec::Scenario& s, bool fold) {
+  const auto& st = s.strategy;
+  const double built = fold ? st.pp : static_cast<double>(s.world_size());
+  const double units = static_cast<double>(s.model.layers) / st.pp + 2;
+  const bool sharded = spec::shards_parameters(st.sharding);
+  const bool recompute = st.recompute != spec::Recompute::none;
+  // Steps per item: the chunk, or each unit (twice with recomputation); a TP chain is up to 6
+  // ops; sharded units add a gather and a reduce-scatter each.
+  const double chain = st.tp > 1 ? 6 : 1;
+  const double per_item = sharded || recompute || st.tp > 1
+                              ? units * ((recompute ? 2 : 1) * chain + (sharded ? 2 : 0))
+                              : 3;
+  return built * st.grad_accum * st.chunks * 2 * per_item;
+}
+
 }  // namespace
 
 StepPlan build_plan(const spec::Scenario& scenario, const BuildOptions& options) {
+  if (const double ops = estimated_ops(scenario, options.fold); ops > kMaxPlanOps) {
+    throw SpecError("strategy.grad_accum",
+                    "the plan would hold about " + std::to_string(static_cast<long long>(ops)) +
+                        " ops (" + std::to_string(scenario.strategy.grad_accum) + " micro-batches" +
+                        (options.fold ? "" : " on every rank, unfolded") + "), more than the " +
+                        std::to_string(static_cast<long long>(kMaxPlanOps)) +
+                        " a simulation holds; use fewer micro-batches (a larger "
+                        "micro_batch_size)" +
+                        (options.fold ? "" : " or fold replicas (drop --no-fold)"));
+  }
   BuildContext ctx(scenario, options);
   ctx.plan.scenario = scenario;
   build_mesh(ctx);

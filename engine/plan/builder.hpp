@@ -12,7 +12,11 @@ struct BuildOptions {
   bool fold = true;
 };
 
-/// Throws SpecError (path "strategy.…") for combinations the builders cannot express.
+/// The most ops a plan may hold (about 4 GiB with the simulator's per-op state).
+inline constexpr double kMaxPlanOps = 20e6;
+
+/// Throws SpecError (path "strategy.…") for combinations the builders cannot express, and for
+/// plans estimated beyond kMaxPlanOps ops.
 StepPlan build_plan(const spec::Scenario& scenario, const BuildOptions& options = {});
 
 /// The per-stage order of (forward/backward, chunk, micro-batch) work for a schedule, as

@@ -70,6 +70,12 @@ void validate(Scenario& s) {
       throw SpecError("training.global_batch",
                       str(s.training.global_batch) +
                           " is not a multiple of micro_batch_size × dp = " + str(per_accum));
+    } else if (s.training.global_batch / per_accum > kMaxMicroBatches) {
+      throw SpecError("training.global_batch",
+                      str(s.training.global_batch) + " / (micro_batch_size × dp = " +
+                          str(per_accum) + ") = " + str(s.training.global_batch / per_accum) +
+                          " micro-batches per step, more than the " + str(kMaxMicroBatches) +
+                          " a plan may hold; raise micro_batch_size or dp");
     } else {
       st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
     }

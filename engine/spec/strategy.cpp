@@ -134,7 +134,7 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
     throw SpecError(r.child_path("chunks"), "the interleaved schedule needs chunks >= 2");
   }
   s.micro_batch_size = static_cast<int>(r.integer_or("micro_batch_size", 1, 1, 1 << 24));
-  s.grad_accum = static_cast<int>(r.integer_or("grad_accum", 0, 1, 1 << 24));  // 0: derive
+  s.grad_accum = static_cast<int>(r.integer_or("grad_accum", 0, 1, kMaxMicroBatches));  // 0: derive
   s.sharding = r.has("sharding") ? parse_sharding(r.string("sharding"), r.child_path("sharding"))
                                  : Sharding::none;
   const std::string mp = r.choice_or("mixed_precision", "no", {"no", "fp16", "bf16"});

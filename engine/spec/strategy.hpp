@@ -49,6 +49,10 @@ struct LossScaleSpec {
   double min_loss_scale = 1;
 };
 
+/// The most micro-batches per optimizer step (per pipeline) a scenario may have, given or
+/// derived from the global batch: each is a forward and a backward of every unit in the plan.
+inline constexpr int kMaxMicroBatches = 1 << 16;
+
 struct StrategySpec {
   int dp = 1;
   int pp = 1;

@@ -273,3 +273,46 @@ TEST(TensorParallel, TheMeshIsValidatedInOnePlaceWithJsonPaths) {
 
 }  // namespace
 }  // namespace stratagem
+
+namespace stratagem {
+namespace {
+
+// Counts that size a plan are capped, derived ones too, and a plan too large to hold is one
+// clear error naming the key, not an allocation failure.
+TEST(PlanSize, MicroBatchCapsAndPlanSizeAreCheckedUpFront) {
+  auto path_of = [](const nlohmann::json& strategy, const nlohmann::json& training) {
+    nlohmann::json j = {{"model", "gpt3-175b"},
+                        {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 8}}},
+                        {"strategy", strategy},
+                        {"training", training}};
+    try {
+      plan::build_plan(spec::parse_scenario(j));
+    } catch (const SpecError& e) {
+      return std::string(e.path());
+    }
+    return std::string();
+  };
+  const nlohmann::json seq = {{"seq_len", 2048}};
+  EXPECT_EQ(path_of({{"dp", 64}, {"grad_accum", spec::kMaxMicroBatches + 1}}, seq),
+            "strategy.grad_accum");
+  EXPECT_EQ(path_of({{"dp", 64}}, {{"seq_len", 2048}, {"global_batch", std::int64_t{1} << 33}}),
+            "training.global_batch");  // derived: 2^27 micro-batches
+  EXPECT_EQ(
+      path_of({{"dp", 1}, {"tp", 8}, {"pp", 8}, {"grad_accum", 65536}, {"recompute", "selective"}},
+              seq),
+      "strategy.grad_accum");  // ~1.8e8 ops
+  EXPECT_EQ(path_of({{"dp", 1}, {"tp", 8}, {"pp", 8}, {"grad_accum", 64}}, seq), "");
+  // dp × pp beyond int is a mismatch, not a wrap-around to the cluster's size.
+  nlohmann::json j = {{"model", "gpt2"},
+                      {"cluster", "dgx-a100-80gb"},
+                      {"strategy", {{"dp", 12132676}, {"pp", 354}}}};
+  try {
+    spec::parse_scenario(j);
+    ADD_FAILURE() << "accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.dp");
+  }
+}
+
+}  // namespace
+}  // namespace stratagem
