@@ -31,6 +31,19 @@ std::optional<std::int64_t> json_int(const nlohmann::json& parent, const char* k
   return v;
 }
 
+/// A string under `key`, `fallback` when absent or null; another type is an error naming it.
+std::string json_string(const nlohmann::json& parent, const char* key, const std::string& where,
+                        const std::string& fallback) {
+  auto it = parent.find(key);
+  if (it == parent.end() || it->is_null()) return fallback;
+  if (!it->is_string()) {
+    std::string got = it->dump();
+    if (got.size() > 40) got = got.substr(0, 40) + "…";
+    throw SpecError(where, "expected a string, got " + got);
+  }
+  return it->get<std::string>();
+}
+
 /// `enabled` of a section: true, false, or nullopt for "auto" / absent.
 std::optional<bool> json_enabled(const nlohmann::json& config, const char* section,
                                  const std::string& file) {
@@ -100,13 +113,14 @@ Imported read_deepspeed(const std::string& file, const nlohmann::json& config) {
     out.sharding = stages[stage.value_or(0)];
     if (auto off = zero->find("offload_optimizer"); off != zero->end() && off->is_object()) {
       const std::string where = at("zero_optimization.offload_optimizer.device");
-      const std::string device = off->value("device", std::string("none"));
+      const std::string device = json_string(*off, "device", where, "none");
       if (device == "nvme")
         unknown_value(where, device, {"none", "cpu"}, "(NVMe offload) is not modelled");
       out.offload = pick(where, device, {"none", "cpu"});
     }
     if (auto off = zero->find("offload_param"); off != zero->end() && off->is_object()) {
-      const std::string device = off->value("device", std::string("none"));
+      const std::string device =
+          json_string(*off, "device", at("zero_optimization.offload_param.device"), "none");
       if (device != "none") {
         out.notes.push_back("offload_param.device " + device +
                             " is not modelled (parameters stay on the GPU)");
@@ -144,8 +158,8 @@ Imported read_deepspeed(const std::string& file, const nlohmann::json& config) {
     }
   }
   if (auto opt = config.find("optimizer"); opt != config.end() && opt->is_object()) {
-    const std::string type = opt->value("type", std::string("AdamW"));
     const std::string where = at("optimizer.type");
+    const std::string type = json_string(*opt, "type", where, "AdamW");
     const std::string t = pick(where, type, {"Adam", "AdamW", "SGD"});
     out.optimizer = t == "Adam" ? "adam" : t == "AdamW" ? "adamw" : "sgd";
   }

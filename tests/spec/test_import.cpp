@@ -691,6 +691,12 @@ TEST(ImportDeepSpeed, TensorParallelErrors) {
   check(R"({"tensor_parallel": {"tp_size": 2.5}})", "tensor_parallel.tp_size",
         "expected an integer, got 2.5");
   check(R"({"tensor_parallel": 4})", "tensor_parallel", "expected an object");
+  // A number where a string goes names the key (was nlohmann's type_error.302).
+  check(R"({"optimizer": {"type": 5}})", "optimizer.type", "expected a string, got 5");
+  check(R"({"zero_optimization": {"stage": 2, "offload_optimizer": {"device": true}}})",
+        "zero_optimization.offload_optimizer.device", "expected a string, got true");
+  check(R"({"zero_optimization": {"offload_param": {"device": [1]}}})",
+        "zero_optimization.offload_param.device", "expected a string, got [1]");
   ImportOptions six = llama();
   six.num_processes = 6;
   check(R"({"tensor_parallel": {"autotp_size": 4}})", "tensor_parallel.autotp_size",
