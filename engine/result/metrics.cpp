@@ -90,14 +90,11 @@ RankStats rank_stats(const RankResult& r) {
   for (const Span& s : r.spans) {
     st.end_s = std::max(st.end_s, s.end_s);
     if (!is_compute(s.kind)) comm.emplace_back(s.start_s, s.end_s);
+    if (is_layer_work(s)) model.emplace_back(s.start_s, s.end_s);
     if (is_model_compute(s.kind)) {
-      model.emplace_back(s.start_s, s.end_s);
       st.model_end_s = std::max(st.model_end_s, s.end_s);
     } else if (is_collective(s.kind)) {
       st.comm_bytes[static_cast<int>(comm_category(s.purpose))] += s.bytes;
-      // Tensor-parallel collectives are part of a layer's work (they split its compute): a
-      // pipeline bubble is the time neither runs.
-      if (s.purpose == plan::CommPurpose::tensor_parallel) model.emplace_back(s.start_s, s.end_s);
     } else if (s.kind == SpanKind::send) {
       st.comm_bytes[static_cast<int>(CommCategory::pipeline)] += s.bytes;
     }

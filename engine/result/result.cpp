@@ -100,6 +100,11 @@ bool is_model_compute(SpanKind k) {
   return k <= SpanKind::recompute;
 }
 
+bool is_layer_work(const Span& s) {
+  return is_model_compute(s.kind) ||
+         (is_collective(s.kind) && s.purpose == plan::CommPurpose::tensor_parallel);
+}
+
 double MemoryTrack::total_at(std::size_t i) const {
   double total = 0;
   for (double b : bytes[i]) total += b;

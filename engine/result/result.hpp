@@ -45,6 +45,11 @@ bool is_p2p(SpanKind k);
 /// forward, backward (all three kinds) and recompute: the work a pipeline bubble is measured on.
 bool is_model_compute(SpanKind k);
 
+struct Span;
+/// Work a pipeline bubble is measured against: model compute, and the tensor-parallel
+/// collectives that split it (they are part of a layer's work).
+bool is_layer_work(const Span& s);
+
 /// Bytes moved per step by purpose: the collective purposes, plus pipeline p2p.
 enum class CommCategory : std::uint8_t {
   grad_sync,

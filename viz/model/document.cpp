@@ -46,10 +46,8 @@ Document::Document(result::RunResult result, std::string label)
     std::vector<std::pair<double, double>> model;
     for (const auto& s : rr.spans) {
       summaries_[r].end_s = std::max(summaries_[r].end_s, s.end_s);
-      if (result::is_model_compute(s.kind)) {
-        model.emplace_back(s.start_s, s.end_s);
-        model_end = std::max(model_end, s.end_s);
-      }
+      if (result::is_layer_work(s)) model.emplace_back(s.start_s, s.end_s);
+      if (result::is_model_compute(s.kind)) model_end = std::max(model_end, s.end_s);
     }
     summaries_[r].model_busy_s = result::union_length(std::move(model));
     end_s_ = std::max(end_s_, summaries_[r].end_s);
