@@ -226,14 +226,14 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
     return a.upper_tokens_per_s > b.upper_tokens_per_s;
   });
   Simulator simulator;
-  std::vector<double> speeds;  // simulated tokens/s, for the top-k test
   for (std::size_t k = 0; k < pending.size(); ++k) {
     if (progress)
       progress(total / 2 + static_cast<int>(k * (total - total / 2) / pending.size()), total);
     const Pending& p = pending[k];
     if (options.keep_top > 0) {
-      const auto faster = std::count_if(speeds.begin(), speeds.end(),
-                                        [&](double t) { return t > p.upper_tokens_per_s; });
+      const auto faster =
+          std::count_if(result.ranked.begin(), result.ranked.end(),
+                        [&](const Candidate& c) { return c.tokens_per_s > p.upper_tokens_per_s; });
       const bool dominated =
           std::any_of(result.ranked.begin(), result.ranked.end(), [&](const Candidate& c) {
             return c.tokens_per_s > p.upper_tokens_per_s && c.peak_memory_bytes <= p.analytic_peak;
@@ -264,7 +264,6 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
       ++result.memory_rejected;
       continue;
     }
-    speeds.push_back(c.tokens_per_s);
     result.ranked.push_back(std::move(c));
   }
   if (progress) progress(total, total);
