@@ -1,5 +1,6 @@
 #include "engine/plan/draft.hpp"
 
+#include <algorithm>
 #include <tuple>
 
 #include "engine/spec/error.hpp"
@@ -59,6 +60,9 @@ void Lowering::lower_rank(const RankDraft& d) {
                        std::to_string(d.ops.size()) + " ops but placed " +
                        std::to_string(order.size()));
   }
+  next_seq_.clear();
+  if (group_instances_.size() < ctx_.plan.groups.size())
+    group_instances_.resize(ctx_.plan.groups.size());
   std::vector<OpId> ids(d.ops.size(), kNoOp);
   const auto base = static_cast<OpId>(ctx_.plan.ops.size());
   for (std::size_t k = 0; k < order.size(); ++k) {
@@ -92,22 +96,26 @@ OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids
   op.mem_count = static_cast<std::uint32_t>(plan.mem_effects.size()) - op.mem_begin;
 
   if (auto* c = std::get_if<Collective>(&op.payload)) {
-    const int seq = next_seq_[pair_key(rank, c->group)]++;
-    auto [it, fresh] = instance_index_.try_emplace(pair_key(c->group, seq), -1);
-    if (fresh) {
+    auto seq_it = std::find_if(next_seq_.begin(), next_seq_.end(),
+                               [&](const auto& gs) { return gs.first == c->group; });
+    if (seq_it == next_seq_.end()) seq_it = next_seq_.insert(seq_it, {c->group, 0});
+    const int seq = seq_it->second++;
+    auto& instances = group_instances_[static_cast<std::size_t>(c->group)];
+    if (seq == static_cast<int>(instances.size())) {
       CollectiveInstance inst;
       inst.group = c->group;
       inst.kind = c->kind;
       inst.bytes = c->bytes;
       plan.collectives.push_back(std::move(inst));
-      it->second = static_cast<int>(plan.collectives.size()) - 1;
+      instances.push_back(static_cast<int>(plan.collectives.size()) - 1);
     }
-    auto& inst = plan.collectives[it->second];
+    const int index = instances[static_cast<std::size_t>(seq)];
+    auto& inst = plan.collectives[static_cast<std::size_t>(index)];
     if (inst.kind != c->kind || inst.bytes != c->bytes) {
       throw RuntimeError("plan builder: members of group '" + plan.groups[c->group].label +
                          "' disagree on collective #" + std::to_string(seq));
     }
-    c->instance = it->second;
+    c->instance = index;
     inst.ops.push_back(op.id);
   } else if (auto* p = std::get_if<P2P>(&op.payload)) {
     const int src = p->send ? rank : p->peer, dst = p->send ? p->peer : rank;

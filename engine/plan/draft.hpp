@@ -93,10 +93,6 @@ class Lowering {
  private:
   OpId emit(int rank, const DraftOp& op, const std::vector<OpId>& ids);
 
-  static std::uint64_t pair_key(int a, int b) {
-    return static_cast<std::uint64_t>(static_cast<std::uint32_t>(a)) << 32 |
-           static_cast<std::uint32_t>(b);
-  }
   struct TransferKeyHash {
     std::size_t operator()(const std::tuple<int, int, bool, int, int>& k) const {
       std::uint64_t h = 1469598103934665603ULL;
@@ -110,8 +106,9 @@ class Lowering {
   };
 
   BuildContext& ctx_;
-  std::unordered_map<std::uint64_t, int> next_seq_;        // (rank, group) → next sequence
-  std::unordered_map<std::uint64_t, int> instance_index_;  // (group, sequence) → instance
+  // The rank being lowered: (group, next sequence) of the few groups it issues on.
+  std::vector<std::pair<int, int>> next_seq_;
+  std::vector<std::vector<int>> group_instances_;  // [group][sequence] → instance
   std::unordered_map<std::tuple<int, int, bool, int, int>, int, TransferKeyHash> transfer_index_;
 };
 
