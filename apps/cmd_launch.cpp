@@ -9,8 +9,8 @@
 #include <optional>
 
 #include "apps/command.hpp"
-#include "engine/runtime/child_process.hpp"
-#include "engine/runtime/launcher.hpp"
+#include "engine/launch/child_process.hpp"
+#include "engine/launch/launcher.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/import.hpp"
 #include "engine/spec/strategy.hpp"

@@ -1,5 +1,5 @@
 // `stratagem calibrate [--num_processes N] -o profile.json [--quick] [--scenario S]`: measures
-// this machine with N processes running at once (engine/runtime/calibrate.hpp) and writes a
+// this machine with N processes running at once (engine/measure/calibrate.hpp) and writes a
 // hardware profile that `sim`, `compare` and `search` take with --profile. Without launcher
 // variables it starts N ranks of itself; under torchrun, Slurm or mpirun it is one rank.
 #include <iomanip>
@@ -14,10 +14,10 @@
 #include "apps/torch/worker_flags.hpp"
 #include "apps/version.hpp"
 #include "engine/runtime/threads.hpp"
-#include "engine/runtime/calibrate.hpp"
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/device_bench.hpp"
-#include "engine/runtime/dist_env.hpp"
+#include "engine/measure/calibrate.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/measure/device_bench.hpp"
+#include "engine/launch/dist_env.hpp"
 #include "engine/spec/profile.hpp"
 
 namespace stratagem::cli {

@@ -15,10 +15,10 @@
 #include "apps/torch/worker_flags.hpp"
 #include "apps/version.hpp"
 #include "engine/runtime/threads.hpp"
-#include "engine/runtime/commbench.hpp"
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/device_bench.hpp"
-#include "engine/runtime/dist_env.hpp"
+#include "engine/measure/commbench.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/measure/device_bench.hpp"
+#include "engine/launch/dist_env.hpp"
 
 namespace stratagem::cli {
 namespace {

@@ -13,7 +13,7 @@
 #include "apps/command.hpp"
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
-#include "engine/runtime/launcher.hpp"
+#include "engine/launch/launcher.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/scenario.hpp"
 

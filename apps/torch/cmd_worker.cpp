@@ -1,5 +1,5 @@
 // `stratagem worker <scenario> [training flags]`: one rank of a real run, joining a job that
-// torchrun, Slurm, mpirun or `stratagem run` started (see engine/runtime/dist_env.hpp).
+// torchrun, Slurm, mpirun or `stratagem run` started (see engine/launch/dist_env.hpp).
 #include "apps/command.hpp"
 #include "apps/torch/worker_flags.hpp"
 #include "engine/spec/error.hpp"

@@ -9,7 +9,7 @@
 
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
-#include "engine/runtime/launcher.hpp"
+#include "engine/launch/launcher.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::cli {

@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/dist_env.hpp"
-#include "engine/runtime/launcher.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/launch/launcher.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::cli {

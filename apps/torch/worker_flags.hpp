@@ -8,7 +8,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "engine/runtime/worker_main.hpp"
+#include "apps/torch/worker_main.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::cli {

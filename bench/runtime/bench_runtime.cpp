@@ -16,7 +16,7 @@
 #include "engine/plan/builder.hpp"
 #include "engine/runtime/data.hpp"
 #include "engine/runtime/executor.hpp"
-#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/comm/inproc_communicator.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/spec/scenario.hpp"
 

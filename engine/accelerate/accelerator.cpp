@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 
 #include "engine/accelerate/data_parallel.hpp"
-#include "engine/runtime/inproc_communicator.hpp"
-#include "engine/runtime/torch_compat.hpp"
+#include "engine/comm/inproc_communicator.hpp"
+#include "engine/comm/torch_compat.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::accelerate {

@@ -41,8 +41,8 @@
 #include "engine/accelerate/pipeline.hpp"
 #include "engine/accelerate/trace.hpp"
 #include "engine/result/result.hpp"
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/dist_env.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/launch/dist_env.hpp"
 #include "engine/runtime/loss_scaler.hpp"
 
 namespace stratagem::accelerate {

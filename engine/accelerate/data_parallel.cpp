@@ -9,7 +9,7 @@
 #include <torch/nn/modules/container/sequential.h>
 #include <torch/optim.h>
 
-#include "engine/runtime/torch_compat.hpp"
+#include "engine/comm/torch_compat.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::accelerate {

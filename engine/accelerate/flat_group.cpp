@@ -2,7 +2,7 @@
 
 #include <ATen/ATen.h>
 
-#include "engine/runtime/torch_compat.hpp"
+#include "engine/comm/torch_compat.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::accelerate {

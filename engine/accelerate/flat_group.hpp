@@ -11,7 +11,7 @@
 
 #include <ATen/Tensor.h>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::accelerate {
 

@@ -12,7 +12,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/runtime/torch_compat.hpp"
+#include "engine/comm/torch_compat.hpp"
 #include "engine/spec/model.hpp"
 
 namespace stratagem::accelerate {

@@ -18,7 +18,7 @@
 
 #include "engine/accelerate/options.hpp"
 #include "engine/accelerate/trace.hpp"
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::accelerate {
 

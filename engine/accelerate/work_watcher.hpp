@@ -9,7 +9,7 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::accelerate {
 

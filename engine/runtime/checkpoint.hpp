@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 #include "engine/runtime/executor.hpp"
 
 namespace stratagem::runtime {

@@ -16,7 +16,7 @@
 #include <ATen/Tensor.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::runtime::ckpt {
 

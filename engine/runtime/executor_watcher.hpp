@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/plan/plan.hpp"
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::runtime {
 

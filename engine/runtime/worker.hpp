@@ -17,7 +17,7 @@
 
 #include "engine/plan/plan.hpp"
 #include "engine/result/result.hpp"
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 #include "engine/runtime/data.hpp"
 #include "engine/runtime/executor.hpp"
 

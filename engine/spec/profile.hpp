@@ -2,7 +2,7 @@
 // A hardware profile: what `stratagem calibrate` measured on one machine, in a versioned JSON
 // file that `sim`, `compare` and `search` accept with `--profile` in place of the scenario's
 // GPU and link description. Parsing and applying it needs no LibTorch; the measuring lives in
-// engine/runtime/calibrate.hpp.
+// engine/measure/calibrate.hpp.
 //
 // Format ("format": "stratagem-profile", "version": 1; units as the scenario files: _us, _GBps,
 // _tflops, _GiB). Keys marked * are required. Matmul points set the simulator's efficiency

@@ -7,9 +7,9 @@
 #include <condition_variable>
 #include <thread>
 
-#include "engine/runtime/gloo_communicator.hpp"
-#include "engine/runtime/ports.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/comm/gloo_communicator.hpp"
+#include "engine/launch/ports.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/comm/inproc_communicator.hpp"
 #include "engine/spec/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 

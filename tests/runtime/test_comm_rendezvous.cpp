@@ -10,10 +10,10 @@
 
 #include <ATen/Context.h>
 
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/dist_env.hpp"
-#include "engine/runtime/ports.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/launch/ports.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 

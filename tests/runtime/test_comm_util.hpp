@@ -11,7 +11,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::test {
 

@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/runtime/calibrate.hpp"
-#include "engine/runtime/commbench.hpp"
-#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/measure/calibrate.hpp"
+#include "engine/measure/commbench.hpp"
+#include "engine/comm/inproc_communicator.hpp"
 #include "engine/spec/profile.hpp"
 #include "tests/runtime/cli_process.hpp"
 #include "tests/runtime/test_comm_util.hpp"

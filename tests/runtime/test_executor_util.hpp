@@ -12,7 +12,7 @@
 #include <ATen/Parallel.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/comm/inproc_communicator.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/runtime/worker.hpp"
 #include "engine/spec/scenario.hpp"

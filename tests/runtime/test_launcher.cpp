@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/runtime/launcher.hpp"
+#include "engine/launch/launcher.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::test {

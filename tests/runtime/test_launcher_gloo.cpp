@@ -10,10 +10,10 @@
 #include <cstdlib>
 #include <thread>
 
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/dist_env.hpp"
-#include "engine/runtime/launcher.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/launch/launcher.hpp"
+#include "engine/comm/store.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
 namespace stratagem::test {

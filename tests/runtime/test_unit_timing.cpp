@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/runtime/threads.hpp"
-#include "engine/runtime/unit_timing.hpp"
+#include "engine/measure/unit_timing.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/profile.hpp"
 

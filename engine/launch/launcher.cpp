@@ -1,4 +1,4 @@
-#include "engine/runtime/launcher.hpp"
+#include "engine/launch/launcher.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -12,8 +12,8 @@
 #include <deque>
 #include <sstream>
 
-#include "engine/runtime/child_process.hpp"
-#include "engine/runtime/ports.hpp"
+#include "engine/launch/child_process.hpp"
+#include "engine/launch/ports.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {

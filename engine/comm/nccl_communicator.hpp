@@ -13,7 +13,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::runtime {
 

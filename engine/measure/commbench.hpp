@@ -20,7 +20,7 @@
 #include <c10/core/Device.h>
 #include <nlohmann/json.hpp>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 #include "engine/spec/comm_op.hpp"
 
 namespace stratagem::runtime {

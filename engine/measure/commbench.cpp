@@ -1,4 +1,4 @@
-#include "engine/runtime/commbench.hpp"
+#include "engine/measure/commbench.hpp"
 
 #include <algorithm>
 #include <chrono>

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/dist_env.hpp"
+#include "engine/launch/dist_env.hpp"
 
 namespace stratagem::runtime {
 

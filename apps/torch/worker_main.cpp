@@ -1,4 +1,4 @@
-#include "engine/runtime/worker_main.hpp"
+#include "apps/torch/worker_main.hpp"
 
 #include "engine/runtime/model_layout.hpp"
 
@@ -20,11 +20,11 @@
 
 #include "engine/result/metrics.hpp"
 #include "engine/runtime/checkpoint.hpp"
-#include "engine/runtime/device_bench.hpp"
-#include "engine/runtime/dist_env.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/measure/device_bench.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/runtime/threads.hpp"
-#include "engine/runtime/unit_timing.hpp"
+#include "engine/measure/unit_timing.hpp"
 #include "engine/runtime/worker.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"

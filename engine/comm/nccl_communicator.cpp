@@ -1,4 +1,4 @@
-#include "engine/runtime/nccl_communicator.hpp"
+#include "engine/comm/nccl_communicator.hpp"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -12,10 +12,10 @@
 #include <mutex>
 #include <thread>
 
-#include "engine/runtime/async_work.hpp"
-#include "engine/runtime/comm_checks.hpp"
-#include "engine/runtime/comm_progress.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/comm/async_work.hpp"
+#include "engine/comm/comm_checks.hpp"
+#include "engine/comm/comm_progress.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {

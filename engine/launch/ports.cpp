@@ -1,4 +1,4 @@
-#include "engine/runtime/ports.hpp"
+#include "engine/launch/ports.hpp"
 
 #include <netdb.h>
 #include <netinet/in.h>

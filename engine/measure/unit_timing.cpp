@@ -1,4 +1,4 @@
-#include "engine/runtime/unit_timing.hpp"
+#include "engine/measure/unit_timing.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -9,8 +9,8 @@
 
 #include "engine/plan/builder.hpp"
 #include "engine/result/metrics.hpp"
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/device_bench.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/measure/device_bench.hpp"
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_layout.hpp"
 #include "engine/runtime/model_units.hpp"

@@ -2,7 +2,7 @@
 // which links the CUDA runtime.
 #include <cuda_runtime_api.h>
 
-#include "engine/runtime/device_bench.hpp"
+#include "engine/measure/device_bench.hpp"
 
 namespace stratagem::runtime {
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/child_process.hpp"
+#include "engine/launch/child_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -12,8 +12,8 @@
 #include <memory>
 #include <string>
 
-#include "engine/runtime/communicator.hpp"
-#include "engine/runtime/dist_env.hpp"
+#include "engine/comm/communicator.hpp"
+#include "engine/launch/dist_env.hpp"
 
 namespace stratagem::runtime {
 

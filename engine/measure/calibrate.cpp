@@ -1,4 +1,4 @@
-#include "engine/runtime/calibrate.hpp"
+#include "engine/measure/calibrate.hpp"
 
 #include <unistd.h>
 
@@ -16,9 +16,9 @@
 #include <torch/version.h>
 
 #include "engine/result/metrics.hpp"
-#include "engine/runtime/commbench.hpp"
-#include "engine/runtime/device_bench.hpp"
-#include "engine/runtime/unit_timing.hpp"
+#include "engine/measure/commbench.hpp"
+#include "engine/measure/device_bench.hpp"
+#include "engine/measure/unit_timing.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fit.hpp"
 #include "engine/spec/units.hpp"

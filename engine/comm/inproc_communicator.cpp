@@ -1,4 +1,4 @@
-#include "engine/runtime/inproc_communicator.hpp"
+#include "engine/comm/inproc_communicator.hpp"
 
 #include <ATen/ATen.h>
 
@@ -8,9 +8,9 @@
 #include <optional>
 #include <tuple>
 
-#include "engine/runtime/async_work.hpp"
-#include "engine/runtime/comm_checks.hpp"
-#include "engine/runtime/comm_progress.hpp"
+#include "engine/comm/async_work.hpp"
+#include "engine/comm/comm_checks.hpp"
+#include "engine/comm/comm_progress.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {

@@ -18,7 +18,7 @@
 
 #include <c10/core/Device.h>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 #include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
 

@@ -1,4 +1,4 @@
-#include "engine/runtime/torch_compat.hpp"
+#include "engine/comm/torch_compat.hpp"
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>

@@ -1,11 +1,11 @@
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
-#include "engine/runtime/dist_env.hpp"
-#include "engine/runtime/gloo_communicator.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/comm/gloo_communicator.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
 #ifdef STRATAGEM_HAVE_NCCL
-#include "engine/runtime/nccl_communicator.hpp"
+#include "engine/comm/nccl_communicator.hpp"
 #endif
 
 namespace stratagem::runtime {

@@ -1,4 +1,4 @@
-#include "engine/runtime/device_bench.hpp"
+#include "engine/measure/device_bench.hpp"
 
 #include <unistd.h>
 

@@ -1,8 +1,8 @@
-#include "engine/runtime/comm_progress.hpp"
+#include "engine/comm/comm_progress.hpp"
 
 #include <sstream>
 
-#include "engine/runtime/store.hpp"
+#include "engine/comm/store.hpp"
 
 namespace stratagem::runtime {
 namespace {

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <string>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::runtime {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/runtime/communicator.hpp"
+#include "engine/comm/communicator.hpp"
 
 namespace stratagem::runtime {
 

@@ -1,8 +1,8 @@
-#include "engine/runtime/comm_checks.hpp"
+#include "engine/comm/comm_checks.hpp"
 
 #include <algorithm>
 
-#include "engine/runtime/comm_progress.hpp"
+#include "engine/comm/comm_progress.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {

@@ -1,13 +1,13 @@
-#include "engine/runtime/gloo_context.hpp"
+#include "engine/comm/gloo_context.hpp"
 
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 
-#include "engine/runtime/async_work.hpp"
-#include "engine/runtime/comm_checks.hpp"
-#include "engine/runtime/comm_progress.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/comm/async_work.hpp"
+#include "engine/comm/comm_checks.hpp"
+#include "engine/comm/comm_progress.hpp"
+#include "engine/comm/store.hpp"
 
 namespace stratagem::runtime {
 namespace {

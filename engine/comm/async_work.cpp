@@ -1,4 +1,4 @@
-#include "engine/runtime/async_work.hpp"
+#include "engine/comm/async_work.hpp"
 
 #include <sstream>
 

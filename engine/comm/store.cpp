@@ -1,12 +1,12 @@
-#include "engine/runtime/store.hpp"
+#include "engine/comm/store.hpp"
 
 #include <unistd.h>
 
 #include <sstream>
 #include <thread>
 
-#include "engine/runtime/ports.hpp"
-#include "engine/runtime/torch_compat.hpp"
+#include "engine/launch/ports.hpp"
+#include "engine/comm/torch_compat.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {

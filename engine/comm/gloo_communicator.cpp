@@ -1,4 +1,4 @@
-#include "engine/runtime/gloo_communicator.hpp"
+#include "engine/comm/gloo_communicator.hpp"
 
 #include <unistd.h>
 
@@ -17,11 +17,11 @@
 #include <map>
 #include <thread>
 
-#include "engine/runtime/async_work.hpp"
-#include "engine/runtime/comm_checks.hpp"
-#include "engine/runtime/comm_progress.hpp"
-#include "engine/runtime/gloo_context.hpp"
-#include "engine/runtime/store.hpp"
+#include "engine/comm/async_work.hpp"
+#include "engine/comm/comm_checks.hpp"
+#include "engine/comm/comm_progress.hpp"
+#include "engine/comm/gloo_context.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {

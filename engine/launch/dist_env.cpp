@@ -1,4 +1,4 @@
-#include "engine/runtime/dist_env.hpp"
+#include "engine/launch/dist_env.hpp"
 
 #include <cerrno>
 #include <climits>
