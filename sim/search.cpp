@@ -36,7 +36,9 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
       if (pp > 1) {
         schedules = {{Schedule::gpipe, 1}, {Schedule::one_f_one_b, 1}, {Schedule::interleaved, 2}};
       }
-      std::vector<Sharding> shardings = {Sharding::none, Sharding::zero1};
+      // Sharding over one data-parallel replica shards nothing: with dp 1 only `none`.
+      std::vector<Sharding> shardings = {Sharding::none};
+      if (dp > 1) shardings.push_back(Sharding::zero1);
       if (pp == 1 && dp > 1) {
         shardings.insert(shardings.end(),
                          {Sharding::zero2, Sharding::zero3, Sharding::fsdp_shard_grad_op});

@@ -164,6 +164,14 @@ TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
   bool tp = false;
   for (const auto& c : all.ranked) tp = tp || c.scenario.strategy.tp > 1;
   EXPECT_TRUE(tp);
+  // Sharding over a single data-parallel replica shards nothing: it is not searched twice.
+  bool single_replica = false;
+  for (const auto& c : all.ranked) {
+    if (c.scenario.strategy.dp != 1) continue;
+    single_replica = true;
+    EXPECT_EQ(c.scenario.strategy.sharding, spec::Sharding::none) << c.label;
+  }
+  EXPECT_TRUE(single_replica);
 }
 
 }  // namespace
