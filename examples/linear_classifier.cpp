@@ -1,6 +1,6 @@
 // The seed notes' DiyModel as a LibTorch program: a Linear(10, 2) classifier over random data,
 // three epochs of Adam. It was a single-process program; the lines marked "+" changed (the
-// README shows the whole diff) and it runs on any number of processes with `stratagem launch`:
+// docs/accelerator.md shows the whole diff) and it runs on any number of processes with `stratagem launch`:
 //
 //   ./build/examples/linear_classifier                                   # one process
 //   ./build/apps/stratagem launch --num_processes 2 --cpu -- ./build/examples/linear_classifier

@@ -1,6 +1,6 @@
 #pragma once
 // Step metrics derived from a RunResult's spans and scenario, the same way for every
-// executor (definitions in docs/readme-parts/sim.md). Folded ranks count as copies of the
+// executor (definitions in docs/simulate.md, "Metrics"). Folded ranks count as copies of the
 // rank they are the same as, so a folded and an unfolded run of one plan agree.
 #include "engine/result/result.hpp"
 

@@ -25,7 +25,7 @@ double max_rel(const std::vector<double>& a, const std::vector<double>& b) {
   return m;
 }
 
-// Prints and records a measured difference next to its bound (the README quotes them).
+// Prints and records a measured difference next to its bound (docs/real-runs.md quotes them).
 void report(const std::string& what, double value, double bound) {
   std::cout << "  " << what << ": max relative loss difference " << value << " (bound " << bound
             << ")\n";

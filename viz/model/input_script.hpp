@@ -1,7 +1,7 @@
 #pragma once
 // Scripted mouse input for headless runs: `--input "wheel 800,300 3; drag 900,300 700,300"`
 // expands into per-frame mouse states the viewer feeds to ImGui before its screenshot, so
-// README pictures (a tooltip, a range selection) and tests exercise the real input code.
+// docs/viewer.md pictures (a tooltip, a range selection) and tests exercise the real input code.
 //
 // Actions, separated by ';' (coordinates in window pixels):
 //   move X,Y             put the mouse there (it stays for the following actions)
