@@ -50,4 +50,15 @@ inline spec::Scenario gpt3_3d_on(int gpus, int microbatches = 128) {
   return spec::parse_scenario(j);
 }
 
+/// Pure data parallelism on `gpus` A100-80GB: GPT-2 (124 M), one sample per GPU, DDP with
+/// bucketed all-reduce. The scale case: everything but the GPU count stays small.
+inline spec::Scenario gpt2_dp_on(int gpus) {
+  nlohmann::json j = {{"name", "gpt2 dp on " + std::to_string(gpus) + " A100"},
+                      {"model", "gpt2"},
+                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", gpus / 8}}},
+                      {"strategy", {{"dp", gpus}, {"micro_batch_size", 1}}},
+                      {"training", {{"seq_len", 1024}, {"global_batch", gpus}}}};
+  return spec::parse_scenario(j);
+}
+
 }  // namespace stratagem::bench

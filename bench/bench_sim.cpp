@@ -95,6 +95,28 @@ BENCHMARK(BM_BuildAndSimulate3D)
     ->ArgName("gpus")
     ->Unit(benchmark::kMillisecond);
 
+// Huge clusters (#19): build and simulate, one process each, for pure DP, dp × pp and 3D.
+// Folding keeps the work independent of dp; what grows with the GPU count is per-rank
+// bookkeeping (coordinates, groups, one result per rank).
+void BM_HugeCluster(benchmark::State& state) {
+  const int gpus = static_cast<int>(state.range(0));
+  const auto kind = state.range(1);
+  const auto scenario = kind == 0   ? bench::gpt2_dp_on(gpus)
+                        : kind == 1 ? bench::gpt3_on(gpus, 16, 32)
+                                    : bench::gpt3_3d_on(gpus, 32);
+  for (auto _ : state) {
+    const auto plan = plan::build_plan(scenario);
+    auto r = sim::Simulator().run(plan, sim::make_cost_models(scenario));
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetLabel(kind == 0 ? "gpt2 dp" : kind == 1 ? "gpt3-175b dp x pp16, 32 mb" : "gpt3-175b tp8 x pp16 x dp, 32 mb");
+}
+BENCHMARK(BM_HugeCluster)
+    ->ArgsProduct({{65536, 262144, 1048576}, {0, 1, 2}})
+    ->ArgNames({"gpus", "layout"})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 void BM_DefaultScenario(benchmark::State& state) {
   const auto scenario = spec::load_scenario("default");
   sim::Simulator simulator;

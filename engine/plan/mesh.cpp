@@ -1,5 +1,7 @@
 #include "engine/plan/mesh.hpp"
 
+#include <unordered_map>
+
 namespace stratagem::plan {
 
 namespace {
@@ -32,6 +34,9 @@ std::string suffix(const Layout& L, int tp_index) {
   return L.tp > 1 ? ", tp " + std::to_string(tp_index) : "";
 }
 
+// Each group's members are computed once (O(world) in all, not once per member), and groups
+// are added in the order a walk over the ranks first meets them, so their indices do not
+// depend on how the members were found.
 void make_groups(BuildContext& ctx) {
   const Layout& L = ctx.plan.layout;
   const auto& st = ctx.strategy();
@@ -43,24 +48,50 @@ void make_groups(BuildContext& ctx) {
   ctx.replica_group.assign(L.world, -1);
   ctx.tied_group.assign(L.world, -1);
   ctx.tp_group.assign(L.world, -1);
+  const bool hybrid = st.sharding == spec::Sharding::fsdp_hybrid_shard;
+  // Members by key: data-parallel peers of (stage, tp index); HYBRID_SHARD's shard (the
+  // data-parallel peers on one node) and replica (those at one local rank) groups.
+  const auto key = [](std::int64_t a, std::int64_t b, std::int64_t c) {
+    return (a * 1'000'003 + b) * 1'000'003 + c;
+  };
+  std::unordered_map<std::int64_t, std::vector<int>> shard_members, replica_members;
+  if (hybrid) {
+    for (int r = 0; r < L.world; ++r) {
+      const auto& c = L.coords[r];
+      shard_members[key(c.stage, c.tp, c.node)].push_back(r);
+      replica_members[key(c.stage, c.tp, c.local_rank)].push_back(r);
+    }
+  }
+  std::vector<int> dp_index(static_cast<std::size_t>(st.pp) * st.tp, -1);
+  std::vector<int> tp_index(static_cast<std::size_t>(st.pp) * st.dp, -1);
+  std::unordered_map<std::int64_t, int> shard_index, replica_index;
   for (int r = 0; r < L.world; ++r) {
     const auto& c = L.coords[r];
-    std::vector<int> dp;
-    for (int d = 0; d < st.dp; ++d) dp.push_back(L.rank_of(c.stage, d, c.tp));
-    ctx.dp_group[r] =
-        ctx.add_group(dp, "dp(stage " + std::to_string(c.stage) + suffix(L, c.tp) + ")");
-    if (st.sharding == spec::Sharding::fsdp_hybrid_shard) {
+    int& dp = dp_index[static_cast<std::size_t>(c.stage) * st.tp + c.tp];
+    if (dp < 0) {
+      std::vector<int> members;
+      members.reserve(st.dp);
+      for (int d = 0; d < st.dp; ++d) members.push_back(L.rank_of(c.stage, d, c.tp));
+      dp = ctx.add_group(std::move(members),
+                         "dp(stage " + std::to_string(c.stage) + suffix(L, c.tp) + ")");
+    }
+    ctx.dp_group[r] = dp;
+    if (hybrid) {
       // Shard inside the node, replicate across nodes.
-      std::vector<int> shard, replica;
-      for (int q : dp) {
-        if (L.coords[q].node == c.node) shard.push_back(q);
-        if (L.coords[q].local_rank == c.local_rank) replica.push_back(q);
+      const auto sk = key(c.stage, c.tp, c.node), rk = key(c.stage, c.tp, c.local_rank);
+      auto [s, fresh_shard] = shard_index.try_emplace(sk, -1);
+      if (fresh_shard) {
+        s->second = ctx.add_group(shard_members[sk], "shard(node " + std::to_string(c.node) + ")");
       }
-      ctx.shard_group[r] = ctx.add_group(shard, "shard(node " + std::to_string(c.node) + ")");
-      ctx.replica_group[r] =
-          ctx.add_group(replica, "replica(local " + std::to_string(c.local_rank) + ")");
+      auto [q, fresh_replica] = replica_index.try_emplace(rk, -1);
+      if (fresh_replica) {
+        q->second = ctx.add_group(replica_members[rk],
+                                  "replica(local " + std::to_string(c.local_rank) + ")");
+      }
+      ctx.shard_group[r] = s->second;
+      ctx.replica_group[r] = q->second;
     } else {
-      ctx.shard_group[r] = ctx.dp_group[r];
+      ctx.shard_group[r] = dp;
     }
     if (ctx.scenario.model.tied_embeddings && st.pp > 1 && (c.stage == 0 || c.stage == st.pp - 1)) {
       ctx.tied_group[r] =
@@ -68,10 +99,14 @@ void make_groups(BuildContext& ctx) {
                         "tied(dp " + std::to_string(c.dp) + suffix(L, c.tp) + ")");
     }
     if (st.tp > 1) {
-      std::vector<int> tp;
-      for (int t = 0; t < st.tp; ++t) tp.push_back(L.rank_of(c.stage, c.dp, t));
-      ctx.tp_group[r] = ctx.add_group(
-          tp, "tp(stage " + std::to_string(c.stage) + ", dp " + std::to_string(c.dp) + ")");
+      int& tp = tp_index[static_cast<std::size_t>(c.stage) * st.dp + c.dp];
+      if (tp < 0) {
+        std::vector<int> members;
+        for (int t = 0; t < st.tp; ++t) members.push_back(L.rank_of(c.stage, c.dp, t));
+        tp = ctx.add_group(std::move(members), "tp(stage " + std::to_string(c.stage) +
+                                                   ", dp " + std::to_string(c.dp) + ")");
+      }
+      ctx.tp_group[r] = tp;
     }
   }
 }
