@@ -61,15 +61,20 @@ Registration reg{
        sub.add_option("--gpu", o->import.gpu, "GPU preset replacing the cluster's");
        sub.add_option("--seq_len", o->import.seq_len,
                       "Sequence length (default: 2048, or the model's learned positions if "
-                      "fewer)");
+                      "fewer)")
+           ->check(at_least_one());
        sub.add_option("--micro_batch_size", o->import.micro_batch_size,
-                      "Micro-batch size per GPU (default: the file's, else 1)");
+                      "Micro-batch size per GPU (default: the file's, else 1)")
+           ->check(at_least_one());
        sub.add_option("--gradient_accumulation_steps", o->import.grad_accum,
-                      "Micro-batches per optimizer step (default: the file's)");
+                      "Micro-batches per optimizer step (default: the file's)")
+           ->check(at_least_one());
        sub.add_option("--num_processes", o->import.num_processes,
                       "Total processes (GPUs) (default: the file's; DeepSpeed: derived from "
-                      "train_batch_size, else the cluster's GPUs)");
-       sub.add_option("--num_machines", o->import.num_machines, "Machines (nodes)");
+                      "train_batch_size, else the cluster's GPUs)")
+           ->check(at_least_one());
+       sub.add_option("--num_machines", o->import.num_machines, "Machines (nodes)")
+           ->check(at_least_one());
        sub.add_option("--mixed_precision", o->import.mixed_precision,
                       "no, fp16 or bf16 (default: the file's; decides \"auto\")");
        sub.add_option("-o,--output", o->output, "Write the scenario here instead of stdout");

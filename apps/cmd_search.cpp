@@ -169,10 +169,17 @@ Registration reg{
        sub.add_option("--profile", o->profile,
                       "Hardware profile from `stratagem calibrate`: search on that machine "
                       "(its processes as devices unless --cluster is given)");
-       sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)");
-       sub.add_option("--global_batch", o->global_batch, "Samples per step")->capture_default_str();
-       sub.add_option("--seq_len", o->seq_len, "Tokens per sample")->capture_default_str();
-       sub.add_option("--top", o->top, "How many to list")->capture_default_str();
+       sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)")
+           ->check(at_least_one());
+       sub.add_option("--global_batch", o->global_batch, "Samples per step")
+           ->capture_default_str()
+           ->check(at_least_one());
+       sub.add_option("--seq_len", o->seq_len, "Tokens per sample")
+           ->capture_default_str()
+           ->check(at_least_one());
+       sub.add_option("--top", o->top, "How many to list")
+           ->capture_default_str()
+           ->check(at_least_one());
        sub.add_flag("--exhaustive", o->exhaustive,
                     "Simulate every configuration that fits (no bound-and-prune)");
        sub.add_option("--mixed_precision", o->precisions,

@@ -151,12 +151,15 @@ Registration reg{
        auto* slowdown = sub.add_option(
            "--comm-compute-slowdown", a->slowdown,
            "Compute slow-down while communication runs (default: the profile's, else 0)");
+       slowdown->check(finite_non_negative());
        sub.add_option("--compute-jitter", a->jitter,
                       "Compute's spread per op (std/mean); collectives wait for the expected "
-                      "slowest member (default: the profile's, else 0)");
+                      "slowest member (default: the profile's, else 0)")
+           ->check(finite_non_negative());
        sub.add_option("--rank-jitter", a->rank_jitter,
                       "Spread of the ranks' speeds over a step (std/mean) (default: the "
-                      "profile's, else 0)");
+                      "profile's, else 0)")
+           ->check(finite_non_negative());
        sub.add_option("--profile", a->profile,
                       "Hardware profile from `stratagem calibrate` in place of the scenario's "
                       "GPU and links");

@@ -1,6 +1,8 @@
 #pragma once
 // Subcommands register themselves: each apps/cmd_*.cpp defines one static Registration, so
 // adding a command touches only its own file.
+#include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -22,5 +24,30 @@ std::vector<Command>& registry();
 struct Registration {
   explicit Registration(Command c) { registry().push_back(std::move(c)); }
 };
+
+/// Flag values checked when parsed (CLI11 reports a failure as "--flag: ..." with exit 2):
+/// a finite number >= 0 (nan and inf parse as numbers but mean nothing here), and a count >= 1.
+inline CLI::Validator finite_non_negative() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const double x = std::strtod(text.c_str(), &end);
+        if (text.empty() || *end != '\0') return "expected a number, got '" + text + "'";
+        if (!std::isfinite(x) || x < 0) return "must be a finite number >= 0, got " + text;
+        return "";
+      },
+      "NUMBER>=0");
+}
+inline CLI::Validator at_least_one() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        char* end = nullptr;
+        const long long x = std::strtoll(text.c_str(), &end, 10);
+        if (text.empty() || *end != '\0') return "expected an integer, got '" + text + "'";
+        if (x < 1) return "must be >= 1, got " + text;
+        return "";
+      },
+      "INT>=1");
+}
 
 }  // namespace stratagem::cli

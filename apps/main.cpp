@@ -23,6 +23,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", version_text());
   app.require_subcommand(1);
   app.fallthrough(false);
+  // Flag errors look like every other error: one line, "error: " first, exit 2.
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return "error: " + printable(e.what()) + " (see --help)\n";
+  });
   auto& commands = cli::registry();
   std::stable_sort(commands.begin(), commands.end(),
                    [](const auto& a, const auto& b) { return a.order < b.order; });

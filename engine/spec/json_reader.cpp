@@ -194,17 +194,19 @@ std::string ObjectReader::child_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
 
-bool ObjectReader::has(const std::string& key) {
-  known_.insert(key);
-  return object_.contains(key) && !object_.at(key).is_null();
-}
-
+// A key set to null is neither a value nor absent: refusing it keeps `"tp": null` from
+// silently meaning the default.
 const nlohmann::json* ObjectReader::find(const std::string& key) {
   known_.insert(key);
   auto it = object_.find(key);
-  if (it == object_.end() || it->is_null()) return nullptr;
+  if (it == object_.end()) return nullptr;
+  if (it->is_null()) {
+    throw SpecError(child_path(key), "null is not a value here (leave the key out for its default)");
+  }
   return &*it;
 }
+
+bool ObjectReader::has(const std::string& key) { return find(key) != nullptr; }
 
 const nlohmann::json& ObjectReader::at(const std::string& key) {
   const nlohmann::json* value = find(key);

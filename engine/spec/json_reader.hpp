@@ -31,7 +31,8 @@ class ObjectReader {
 
   bool has(const std::string& key);
   const nlohmann::json* find(const std::string& key);
-  /// The value at `key`; SpecError "missing required key" when absent or null.
+  /// `has` and `find`: whether `key` is there / its value (nullptr when absent); a key set to
+  /// null is a SpecError naming it. `at`: the value; SpecError "missing required key" when absent.
   const nlohmann::json& at(const std::string& key);
   std::string child_path(const std::string& key) const;
   const std::string& path() const { return path_; }

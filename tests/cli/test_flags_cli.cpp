@@ -1,0 +1,45 @@
+// Flag values the commands cannot use are refused when parsed, in the one-line error style of
+// every other input error (#19): nan/inf/negative spreads, counts below one.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "tests/cli/cli_util.hpp"
+
+namespace stratagem::test {
+namespace {
+
+void expect_refused(const std::string& args, const std::string& message) {
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 2) << args << "\n" << r.err;
+  EXPECT_EQ(r.err.rfind("error: ", 0), 0u) << args << ": " << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << args << ": " << r.err;
+  EXPECT_NE(r.err.find(message), std::string::npos) << args << ": " << r.err;
+}
+
+TEST(FlagsCli, NonFiniteOrNegativeSpreadsAreRefused) {
+  expect_refused("sim default --rank-jitter nan", "--rank-jitter: must be a finite number >= 0, got nan");
+  expect_refused("sim default --compute-jitter inf", "--compute-jitter: must be a finite number >= 0");
+  expect_refused("sim default --comm-compute-slowdown -0.5", "--comm-compute-slowdown: must be a finite");
+  expect_refused("sim default --rank-jitter 1x", "--rank-jitter: expected a number, got '1x'");
+  EXPECT_EQ(run_cli("sim default --rank-jitter 0.01").exit_code, 0);
+}
+
+TEST(FlagsCli, CountsBelowOneAreRefused) {
+  expect_refused("search --seq_len -5", "--seq_len: must be >= 1, got -5");
+  expect_refused("search --global_batch 0", "--global_batch: must be >= 1, got 0");
+  expect_refused("import --accelerate x.yaml --num_processes -2", "--num_processes: must be >= 1");
+  expect_refused("import --accelerate x.yaml --gradient_accumulation_steps 0",
+                 "--gradient_accumulation_steps: must be >= 1");
+}
+
+TEST(FlagsCli, AKeySetToNullIsRefusedNamingIt) {
+  const std::string dir = temp_dir("null-key");
+  write_file(dir + "/s.json",
+             R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8, "tp": null},
+                 "training": {"seq_len": 1024, "global_batch": 64}})");
+  expect_refused("info " + dir + "/s.json", "strategy.tp: null is not a value here");
+}
+
+}  // namespace
+}  // namespace stratagem::test
