@@ -31,7 +31,8 @@ class Run {
  private:
   void build_indices();
   void init_result();
-  void on_ready(plan::OpId id, double now);
+  /// `by_comm`: what released it last was an activity, not compute (see on_ready).
+  void on_ready(plan::OpId id, double now, bool by_comm = false);
   void start_op(plan::OpId id, double now);
   void end_op(plan::OpId id, double now);
   void apply_effects(const plan::Op& op, bool at_end, double now);
@@ -66,6 +67,10 @@ class Run {
   // Compute spread (models_.has_jitter()): when each op arrived at its activity and
   // the variance its rank had accumulated since its last synchronisation.
   std::vector<double> arrive_s_, arrive_var_;
+  // When each op's own compute deps (on its rank) last finished, and the rank's spread then
+  // (-1: none yet): an activity that released it later is a common wait; its arrival is the
+  // later of the two.
+  std::vector<double> own_ready_s_, own_ready_var_;
   // Running compute ops (work left at full speed, rate, last update, version).
   std::vector<double> work_s_, rate_, last_s_;
   std::vector<std::uint32_t> version_;
@@ -80,12 +85,14 @@ class Run {
 
   // Per rank.
   std::vector<int> comm_active_;
-  /// Each rank's compute timeline since it last waited for an activity: that activity's
-  /// variance, and the compute time summed and summed squared since. Its variance is
-  /// base + (jitter cv)² · Σd² + (rank cv)² · (Σd)².
-  std::vector<double> jitter_base_, jitter_sum_, jitter_sum2_;
+  /// Each rank's compute since it last waited for an activity: the time summed and summed
+  /// squared. Its arrival's spread is (jitter cv)² · Σd² + (rank cv)² · (Σd)². What the ranks
+  /// waited for together (the activity's own spread) is common to them and shifts them alike,
+  /// so it does not make one of them later than the others: it is not carried on. (Carrying
+  /// it, as this did until 2026-12-01, compounded at every synchronisation: 2 % rank jitter
+  /// made the default scenario's step 10× longer instead of the ≈ 1.4 · 2 % of 8 ranks.)
+  std::vector<double> jitter_sum_, jitter_sum2_;
   double rank_variance(int rank) const;
-  std::vector<double> activity_var_;  ///< variance of each activity's start
   std::vector<Arrival> arrivals_scratch_;
   std::vector<std::vector<plan::OpId>> running_compute_;  // only with a compute slow-down
   std::vector<std::array<double, plan::kTensorClassCount>> memory_;
@@ -103,7 +110,7 @@ int Run::node_of(int rank) const {
 
 double Run::rank_variance(int rank) const {
   const double cw = models_.compute_jitter_cv, cr = models_.rank_jitter_cv;
-  return jitter_base_[rank] + cw * cw * jitter_sum2_[rank] +
+  return cw * cw * jitter_sum2_[rank] +
          cr * cr * jitter_sum_[rank] * jitter_sum_[rank];
 }
 
@@ -213,13 +220,13 @@ void Run::build_indices() {
     group_shape_[g] = shape;
   }
   comm_active_.assign(world, 0);
-  jitter_base_.assign(world, 0);
   jitter_sum_.assign(world, 0);
   jitter_sum2_.assign(world, 0);
   if (models_.has_jitter()) {
     arrive_s_.assign(n, 0);
     arrive_var_.assign(n, 0);
-    activity_var_.assign(activities, 0);
+    own_ready_s_.assign(n, -1);
+    own_ready_var_.assign(n, 0);
   }
   compute_slows_comm_ =
       std::any_of(models_.compute_comm_slowdown.begin(), models_.compute_comm_slowdown.end(),
@@ -343,18 +350,22 @@ void Run::end_op(plan::OpId id, double now) {
   ++finished_;
   for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
     const plan::OpId next = succ_[k];
+    if (models_.has_jitter() && category_[id] == Category::compute &&
+        category_[next] != Category::compute) {
+      own_ready_s_[next] = now;
+      own_ready_var_[next] = rank_variance(op.rank);
+    }
     if (--pending_[next] != 0) continue;
     // Compute that waited for this activity now runs on its timeline.
     if (models_.has_jitter() && category_[id] != Category::compute &&
         category_[next] == Category::compute && plan_.ops[next].rank == op.rank) {
-      jitter_base_[op.rank] = activity_var_[activity_of(id)];
       jitter_sum_[op.rank] = jitter_sum2_[op.rank] = 0;
     }
-    on_ready(next, now);
+    on_ready(next, now, category_[id] != Category::compute);
   }
 }
 
-void Run::on_ready(plan::OpId id, double now) {
+void Run::on_ready(plan::OpId id, double now, bool by_comm) {
   const plan::Op& op = plan_.ops[id];
   switch (category_[id]) {
     case Category::compute:
@@ -364,8 +375,19 @@ void Run::on_ready(plan::OpId id, double now) {
     case Category::p2p: {
       const int a = activity_of(id);
       if (models_.has_jitter()) {
-        arrive_s_[id] = now;
-        arrive_var_[id] = rank_variance(op.rank);
+        // Released by an activity (the previous collective on its stream, a transfer) rather
+        // than by its own compute, a member arrives at the later of that activity's end, which
+        // its peers wait for alike (no spread), and its own compute's arrival (with the rank's
+        // spread then). Counting the rank's spread at the activity's end instead made every
+        // collective of a FIFO stream add the expected maximum on top of the one before.
+        Arrival at{now, rank_variance(op.rank)};
+        if (by_comm) {
+          at = own_ready_s_[id] < 0
+                   ? Arrival{now, 0.0}
+                   : expected_latest({{now, 0.0}, {own_ready_s_[id], own_ready_var_[id]}});
+        }
+        arrive_s_[id] = at.mean_s;
+        arrive_var_[id] = at.variance_s2;
       }
       const int members = a < instances_ ? static_cast<int>(plan_.collectives[a].ops.size()) : 2;
       if (++arrived_[a] == members) all_arrived(a, now);
@@ -400,7 +422,6 @@ void Run::all_arrived(int a, double now) {
     add(plan_.transfers[a - instances_].recv);
   }
   const Arrival latest = expected_latest(arrivals_scratch_);
-  activity_var_[a] = latest.variance_s2;
   if (latest.mean_s > now) {
     queue_.push(latest.mean_s, kSyncDone, a);
   } else {
