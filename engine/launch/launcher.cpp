@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "engine/launch/child_process.hpp"
+#include "engine/launch/group_reaper.hpp"
 #include "engine/launch/ports.hpp"
 #include "engine/spec/error.hpp"
 
@@ -174,6 +175,7 @@ class Supervisor {
              const std::vector<std::string>& env, int rank, int local) {
     // A worker that cannot start throws here; ~Supervisor then ends those already running.
     const ChildProcess child = spawn_child(path, argv, env);
+    reaper_.watch(child.pid);  // its process group, should this launcher be killed
     Worker w;
     w.exit.rank = rank;
     w.exit.local_rank = local;
@@ -361,6 +363,7 @@ class Supervisor {
 
   LaunchOptions o_;
   int port_;
+  GroupReaper reaper_;  // destroyed after every worker was ended and reaped
   std::vector<Worker> workers_;
   bool ending_ = false;
   bool killed_ = false;

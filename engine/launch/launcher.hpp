@@ -3,7 +3,8 @@
 // every output line is prefixed with "[rank N] ", the first worker to fail ends the others
 // (SIGTERM, then SIGKILL after a grace period) and is reported with its exit code or signal
 // and last lines, SIGINT/SIGTERM to the launcher end all workers, and no worker outlives the
-// launcher (own process group each, PR_SET_PDEATHSIG). The argv is generic: `stratagem run`
+// launcher (own process group each, PR_SET_PDEATHSIG; a reaper process ends their groups,
+// with whatever they started, should the launcher be killed: group_reaper.hpp). The argv is generic: `stratagem run`
 // starts `stratagem worker ...`, tests start `sh -c ...`. No LibTorch here.
 #include <sys/types.h>
 

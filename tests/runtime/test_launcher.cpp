@@ -247,7 +247,8 @@ TEST(Launcher, RejectsBadOptionsAndMissingPrograms) {
 
 // Runs launch() in a forked child whose stdout is a pipe; returns the child's pid and the read
 // end. The workers print "pid <their pid>".
-std::pair<pid_t, int> launch_in_child(int n) {
+std::pair<pid_t, int> launch_in_child(int n,
+                                      const std::string& script = "echo \"pid $$\"; exec sleep 1000") {
   int p[2];
   if (::pipe(p) != 0) return {-1, -1};
   const pid_t child = ::fork();
@@ -260,7 +261,7 @@ std::pair<pid_t, int> launch_in_child(int n) {
     o.kill_grace = milliseconds(1000);
     int code = 99;
     try {
-      code = runtime::launch(o, sh("echo \"pid $$\"; exec sleep 1000")).exit_code;
+      code = runtime::launch(o, sh(script)).exit_code;
     } catch (...) {
     }
     std::fflush(stdout);
@@ -324,6 +325,19 @@ TEST(Launcher, WorkersDieWithAKilledLauncher) {
   wait_exit(child, milliseconds(5000));
   ::close(fd);
   EXPECT_TRUE(all_gone_within(pids, milliseconds(3000)));
+}
+
+TEST(Launcher, WhatWorkersStartedDiesWithAKilledLauncher) {
+  // Each worker starts a grandchild in its process group and reports its pid; PR_SET_PDEATHSIG
+  // ends the worker but not the grandchild, so the launcher's reaper ends the groups.
+  auto [child, fd] = launch_in_child(2, "sleep 1000 & echo \"pid $!\"; exec sleep 1000");
+  ASSERT_GT(child, 0);
+  const auto grandchildren = read_worker_pids(fd, 2);
+  ASSERT_EQ(grandchildren.size(), 2u);
+  ::kill(child, SIGKILL);
+  wait_exit(child, milliseconds(5000));
+  ::close(fd);
+  EXPECT_TRUE(all_gone_within(grandchildren, milliseconds(3000)));
 }
 
 }  // namespace
