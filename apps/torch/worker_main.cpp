@@ -225,8 +225,9 @@ int run_worker(const WorkerArgs& args) {
   o.stall_rank = args.stall_rank;
   o.on_op_start = [&](const plan::Op& op) { publisher.set(describe_op(trainer->plan(), op.id)); };
   o.on_activity = [&](const std::string& what) { publisher.set(what); };
-  std::int64_t first_step = 0;
+  std::int64_t first_step = -1;  // the first step run: a resume may fall back past the newest
   o.on_step = [&](std::int64_t step, double loss, double seconds) {
+    if (first_step < 0) first_step = step;
     if (rank != 0) return;
     const std::int64_t done = step - first_step + 1;
     if (done % std::max(1, args.log_every) != 0 && done != steps) return;
@@ -236,8 +237,6 @@ int run_worker(const WorkerArgs& args) {
               << std::endl;
   };
   trainer = std::make_unique<Trainer>(scenario, *comm, o);
-  if (!args.resume.empty())
-    first_step = std::max<std::int64_t>(0, latest_complete_step(args.resume));
   if (rank == 0) {
     std::cout << "stratagem worker: " << describe(env) << "; " << comm->backend() << " on "
               << device.str() << "; data: " << trainer->data().describe() << std::endl;

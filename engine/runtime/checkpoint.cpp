@@ -1,5 +1,9 @@
 #include "engine/runtime/checkpoint.hpp"
 
+#include <iostream>
+
+#include <optional>
+
 #include <filesystem>
 
 #include <ATen/ATen.h>
@@ -117,21 +121,11 @@ std::int64_t latest_complete_step(const std::string& dir) {
   return ckpt::latest_complete(dir, "step-");
 }
 
-std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator& comm) {
-  const int rank = comm.rank(), world = comm.world_size();
-  const std::int64_t step = latest_complete_step(dir);
-  // All ranks must resume the same step.
-  auto agree = at::full({2}, static_cast<double>(step), at::TensorOptions().dtype(at::kDouble));
-  agree[1].fill_(-static_cast<double>(step));
-  agree = all_reduced(comm, agree, ReduceOp::max, ex.units().device());
-  if (agree[0].item<double>() != -agree[1].item<double>()) {
-    throw RuntimeError("ranks see different newest checkpoints in " + dir +
-                       " (is the directory shared by all machines?)");
-  }
-  if (step < 0) throw SpecError("--resume", "no complete checkpoint in " + dir);
-  const std::string sdir = step_dir(dir, step);
-  const auto manifest =
-      nlohmann::json::parse(read_file((fs::path(sdir) / "manifest.json").string()));
+namespace {
+
+// Loads checkpoint `sdir` (already verified) into `ex`; its next step.
+std::int64_t load_from(const std::string& sdir, const nlohmann::json& manifest,
+                       const ckpt::RankFile& f, Executor& ex, int world) {
   const auto& scenario = ex.plan().scenario;
   if (manifest.at("world").get<int>() != world) {
     throw SpecError("--resume", sdir + " was written by " +
@@ -144,8 +138,6 @@ std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator&
                                     "(scenario \"" +
                                     manifest.at("scenario").get<std::string>() + "\")");
   }
-  const std::string path = (fs::path(sdir) / rank_file(rank)).string();
-  const ckpt::RankFile f = ckpt::parse_rank_file(path);
   for (const auto& e : entries(ex)) {
     if (e.name == "cpu_rng_state") {
       at::Tensor state = e.tensor.clone();
@@ -167,6 +159,54 @@ std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator&
     scaler->restore(s);
   }
   return f.header.at("data").at("next_step").get<std::int64_t>();
+}
+
+}  // namespace
+
+std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator& comm) {
+  const int rank = comm.rank(), world = comm.world_size();
+  const auto steps = ckpt::complete_steps(dir, "step-");
+  // Newest first; a checkpoint any rank finds damaged (its file fails the length or checksum
+  // check, or the manifest does not parse) is skipped with a warning for the one before it.
+  // Each candidate is decided together: all ranks resume the same step.
+  std::vector<std::string> skipped;
+  for (std::size_t k = 0;; ++k) {
+    const std::int64_t step = k < steps.size() ? steps[k] : -1;
+    std::string problem;
+    std::optional<ckpt::RankFile> file;
+    nlohmann::json manifest;
+    const std::string sdir = step >= 0 ? step_dir(dir, step) : std::string();
+    if (step >= 0) {
+      try {
+        manifest = nlohmann::json::parse(read_file((fs::path(sdir) / "manifest.json").string()));
+        file = ckpt::parse_rank_file((fs::path(sdir) / rank_file(rank)).string());
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+    }
+    auto agree = at::tensor({static_cast<double>(step), -static_cast<double>(step),
+                             problem.empty() ? 0.0 : 1.0},
+                            at::TensorOptions().dtype(at::kDouble));
+    agree = all_reduced(comm, agree, ReduceOp::max, ex.units().device());
+    if (agree[0].item<double>() != -agree[1].item<double>()) {
+      throw RuntimeError("ranks see different " + std::string(k == 0 ? "newest " : "") +
+                         "checkpoints in " + dir + " (is the directory shared by all machines?)");
+    }
+    if (step < 0) {
+      if (skipped.empty()) throw SpecError("--resume", "no complete checkpoint in " + dir);
+      throw RuntimeError("every complete checkpoint in " + dir + " is damaged (" +
+                         std::to_string(skipped.size()) + " tried, newest first)");
+    }
+    if (agree[2].item<double>() > 0) {
+      if (!problem.empty()) {
+        std::cerr << "warning: rank " << rank << ": skipping checkpoint " << sdir << ": "
+                  << problem << std::endl;
+      }
+      skipped.push_back(sdir);
+      continue;
+    }
+    return load_from(sdir, manifest, *file, ex, world);
+  }
 }
 
 }  // namespace stratagem::runtime

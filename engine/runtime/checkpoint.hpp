@@ -30,9 +30,11 @@ void save_checkpoint(const std::string& dir, std::int64_t step, Executor& execut
                      Communicator& comm, const SaveOptions& options = {});
 
 /// Loads the newest complete checkpoint in `dir` into `executor` and returns its step (the
-/// next step to run). Collective. Throws SpecError (path "--resume") when there is none, or
-/// when it was written for another scenario, strategy or world size; RuntimeError when a rank
-/// file is damaged.
+/// next step to run). Collective. One that any rank finds damaged (a rank file failing its
+/// length or checksum check, a manifest that does not parse) is skipped with a warning naming
+/// the rank and file, for the next older complete one. Throws SpecError (path "--resume") when
+/// there is none, or when it was written for another scenario, strategy or world size;
+/// RuntimeError when every complete checkpoint is damaged.
 std::int64_t load_checkpoint(const std::string& dir, Executor& executor, Communicator& comm);
 
 /// The newest step in `dir` with a complete checkpoint (a manifest), or −1.

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "engine/runtime/checkpoint_io.hpp"
 
 #include <fcntl.h>
@@ -178,10 +179,10 @@ void write_manifest(Communicator& comm, const std::string& dir, const std::strin
   comm.barrier(GroupSpec{});
 }
 
-std::int64_t latest_complete(const std::string& dir, const std::string& prefix) {
-  std::int64_t best = -1;
+std::vector<std::int64_t> complete_steps(const std::string& dir, const std::string& prefix) {
+  std::vector<std::int64_t> steps;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return -1;
+  if (!fs::is_directory(dir, ec)) return steps;
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const std::string name = entry.path().filename().string();
     if (name.rfind(prefix, 0) != 0) continue;
@@ -194,9 +195,15 @@ std::int64_t latest_complete(const std::string& dir, const std::string& prefix) 
       continue;
     }
     if (!fs::exists(entry.path() / "manifest.json", ec)) continue;
-    best = std::max(best, n);
+    steps.push_back(n);
   }
-  return best;
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+std::int64_t latest_complete(const std::string& dir, const std::string& prefix) {
+  const auto steps = complete_steps(dir, prefix);
+  return steps.empty() ? -1 : steps.front();
 }
 
 }  // namespace stratagem::runtime::ckpt

@@ -60,5 +60,7 @@ void write_manifest(Communicator& comm, const std::string& dir, const std::strin
 
 /// The newest DIR/<prefix><N> with a manifest.json, or −1.
 std::int64_t latest_complete(const std::string& dir, const std::string& prefix);
+/// Every N of DIR/<prefix><N> with a manifest.json, newest first.
+std::vector<std::int64_t> complete_steps(const std::string& dir, const std::string& prefix);
 
 }  // namespace stratagem::runtime::ckpt
