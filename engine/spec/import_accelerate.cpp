@@ -307,11 +307,32 @@ Imported read_accelerate(const YamlFile& y) {
 }  // namespace
 
 nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options) {
-  const YamlFile yaml(yaml_file);
-  return build_scenario(read_accelerate(yaml), options, yaml_file);
+  try {
+    const YamlFile yaml(yaml_file);
+    return build_scenario(read_accelerate(yaml), options, yaml_file);
+  } catch (const YAML::Exception& e) {
+    // A node access the reader did not guard: still one located line, never yaml-cpp's text.
+    throw SpecError(yaml_file, std::string("cannot read this accelerate config: ") + e.what());
+  }
 }
 
+namespace {
+
+AccelerateLaunchConfig launch_config(const std::string& yaml_file);
+
+}  // namespace
+
 AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_file) {
+  try {
+    return launch_config(yaml_file);
+  } catch (const YAML::Exception& e) {
+    throw SpecError(yaml_file, std::string("cannot read this accelerate config: ") + e.what());
+  }
+}
+
+namespace {
+
+AccelerateLaunchConfig launch_config(const std::string& yaml_file) {
   const YamlFile y(yaml_file);
   const Imported in = read_accelerate(y);
   const YAML::Node& root = y.root();
@@ -357,7 +378,7 @@ AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_fil
         if (!name.empty()) c.fsdp_wrap_cls.push_back(name);
       }
     };
-    if (cls.IsSequence()) {
+    if (cls.IsDefined() && cls.IsSequence()) {  // absent (size-based or no wrap policy): none
       for (const auto& item : cls) {
         if (!item.IsScalar()) throw SpecError(y.where(item, path), "expected a class name");
         add(item.Scalar());
@@ -372,5 +393,7 @@ AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_fil
   }
   return c;
 }
+
+}  // namespace
 
 }  // namespace stratagem::spec

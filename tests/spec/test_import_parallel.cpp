@@ -176,6 +176,37 @@ num_processes: 4
   EXPECT_EQ(cfg.num_processes, 4);
 }
 
+// `accelerate config` writes FSDP with a size-based (or no) wrap policy without any
+// fsdp_transformer_layer_cls_to_wrap: launching it read an absent node (yaml-cpp's "invalid
+// node" error, exit 1).
+TEST(ImportAccelerate, FsdpWithoutAWrapClassLaunchesAndImports) {
+  const test::TempDir dir("fsdp-size-wrap");
+  const std::string size = dir.write("size.yaml", yaml(R"(distributed_type: FSDP
+fsdp_config:
+  fsdp_auto_wrap_policy: SIZE_BASED_WRAP
+  fsdp_min_num_params: 100000
+  fsdp_sharding_strategy: FULL_SHARD
+  fsdp_state_dict_type: FULL_STATE_DICT
+  fsdp_offload_params: false
+mixed_precision: bf16
+num_machines: 1
+num_processes: 8
+)"));
+  const AccelerateLaunchConfig cfg = read_accelerate_launch_config(size);
+  EXPECT_TRUE(cfg.fsdp_wrap_cls.empty());
+  EXPECT_EQ(cfg.fsdp_min_num_params, 100000);
+  EXPECT_EQ(cfg.num_processes, 8);
+  EXPECT_NO_THROW(import_accelerate(size, llama()));
+  const std::string none = dir.write("none.yaml", yaml(R"(distributed_type: FSDP
+fsdp_config:
+  fsdp_auto_wrap_policy: NO_WRAP
+  fsdp_sharding_strategy: SHARD_GRAD_OP
+num_processes: 2
+use_cpu: true
+)"));
+  EXPECT_TRUE(read_accelerate_launch_config(none).fsdp_wrap_cls.empty());
+}
+
 TEST(ImportDeepSpeed, AutoTpSize4On8GpusIsDp2Tp4) {
   const test::TempDir dir("ds-autotp");
   const std::string file = dir.write("ds_autotp.json", R"({
