@@ -94,19 +94,12 @@ void Accelerator::save_state(const std::string& dir) {
 void Accelerator::load_state(const std::string& dir) {
   if (!dp_) throw SpecError("load_state", "call prepare() first");
   const int world = env_.world_size;
-  const std::int64_t step = ckpt::latest_complete(dir, kPrefix);
-  at::Tensor agree =
-      at::tensor({static_cast<double>(step), -static_cast<double>(step)}, at::kDouble).to(device_);
-  comm_->all_reduce(agree, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
-  agree = agree.cpu();
-  if (agree[0].item<double>() != -agree[1].item<double>()) {
-    throw RuntimeError("processes see different newest checkpoints in " + dir +
-                       " (is the directory shared by all machines?)");
-  }
-  if (step < 0) throw SpecError("load_state", "no complete checkpoint in " + dir);
-  const std::string sdir = (fs::path(dir) / (kPrefix + std::to_string(step))).string();
-  const auto manifest =
-      nlohmann::json::parse(ckpt::read_file((fs::path(sdir) / "manifest.json").string()));
+  // The newest sound checkpoint: a damaged one is skipped with a warning (ckpt::choose_newest_sound).
+  const auto chosen = ckpt::choose_newest_sound(
+      *comm_, dir, kPrefix, "rank-" + std::to_string(env_.rank) + ".ckpt", device_);
+  if (!chosen) throw SpecError("load_state", "no complete checkpoint in " + dir);
+  const std::string& sdir = chosen->dir;
+  const auto& manifest = chosen->manifest;
   if (manifest.at("world").get<int>() != world) {
     throw SpecError("load_state", sdir + " was written by " +
                                       std::to_string(manifest.at("world").get<int>()) +
@@ -117,8 +110,7 @@ void Accelerator::load_state(const std::string& dir) {
                                       manifest.at("sharding").get<std::string>() +
                                       ", this job runs " + spec::to_string(options_.sharding));
   }
-  const ckpt::RankFile f = ckpt::parse_rank_file(
-      (fs::path(sdir) / ("rank-" + std::to_string(env_.rank) + ".ckpt")).string());
+  const ckpt::RankFile& f = chosen->file;
   {
     at::NoGradGuard no_grad;
     for (auto& [name, t] : dp_->state_tensors()) f.copy_into(name, t);

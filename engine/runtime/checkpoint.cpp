@@ -38,15 +38,6 @@ at::Tensor cpu_rng_state() {
   return at::detail::getDefaultCPUGenerator().get_state();
 }
 
-// A small CPU tensor all-reduced over the world on the communicator's device (NCCL takes CUDA
-// tensors only), returned on the CPU.
-at::Tensor all_reduced(Communicator& comm, const at::Tensor& t, ReduceOp op,
-                       const c10::Device& device) {
-  at::Tensor d = t.to(device);
-  comm.all_reduce(d, GroupSpec{}, op)->wait();
-  return d.cpu();
-}
-
 struct Entry {
   std::string name;
   at::Tensor tensor;  // the live tensor (device) to save from or load into
@@ -164,49 +155,10 @@ std::int64_t load_from(const std::string& sdir, const nlohmann::json& manifest,
 }  // namespace
 
 std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator& comm) {
-  const int rank = comm.rank(), world = comm.world_size();
-  const auto steps = ckpt::complete_steps(dir, "step-");
-  // Newest first; a checkpoint any rank finds damaged (its file fails the length or checksum
-  // check, or the manifest does not parse) is skipped with a warning for the one before it.
-  // Each candidate is decided together: all ranks resume the same step.
-  std::vector<std::string> skipped;
-  for (std::size_t k = 0;; ++k) {
-    const std::int64_t step = k < steps.size() ? steps[k] : -1;
-    std::string problem;
-    std::optional<ckpt::RankFile> file;
-    nlohmann::json manifest;
-    const std::string sdir = step >= 0 ? step_dir(dir, step) : std::string();
-    if (step >= 0) {
-      try {
-        manifest = nlohmann::json::parse(read_file((fs::path(sdir) / "manifest.json").string()));
-        file = ckpt::parse_rank_file((fs::path(sdir) / rank_file(rank)).string());
-      } catch (const std::exception& e) {
-        problem = e.what();
-      }
-    }
-    auto agree = at::tensor({static_cast<double>(step), -static_cast<double>(step),
-                             problem.empty() ? 0.0 : 1.0},
-                            at::TensorOptions().dtype(at::kDouble));
-    agree = all_reduced(comm, agree, ReduceOp::max, ex.units().device());
-    if (agree[0].item<double>() != -agree[1].item<double>()) {
-      throw RuntimeError("ranks see different " + std::string(k == 0 ? "newest " : "") +
-                         "checkpoints in " + dir + " (is the directory shared by all machines?)");
-    }
-    if (step < 0) {
-      if (skipped.empty()) throw SpecError("--resume", "no complete checkpoint in " + dir);
-      throw RuntimeError("every complete checkpoint in " + dir + " is damaged (" +
-                         std::to_string(skipped.size()) + " tried, newest first)");
-    }
-    if (agree[2].item<double>() > 0) {
-      if (!problem.empty()) {
-        std::cerr << "warning: rank " << rank << ": skipping checkpoint " << sdir << ": "
-                  << problem << std::endl;
-      }
-      skipped.push_back(sdir);
-      continue;
-    }
-    return load_from(sdir, manifest, *file, ex, world);
-  }
+  const auto chosen = ckpt::choose_newest_sound(comm, dir, "step-", rank_file(comm.rank()),
+                                                ex.units().device());
+  if (!chosen) throw SpecError("--resume", "no complete checkpoint in " + dir);
+  return load_from(chosen->dir, chosen->manifest, chosen->file, ex, comm.world_size());
 }
 
 }  // namespace stratagem::runtime

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <iostream>
 #include "engine/runtime/checkpoint_io.hpp"
 
 #include <fcntl.h>
@@ -177,6 +178,49 @@ void write_manifest(Communicator& comm, const std::string& dir, const std::strin
     write_atomically((fs::path(dir) / "manifest.json").string(), manifest.dump(2) + "\n");
   }
   comm.barrier(GroupSpec{});
+}
+
+std::optional<Chosen> choose_newest_sound(Communicator& comm, const std::string& dir,
+                                          const std::string& prefix,
+                                          const std::string& rank_file_name,
+                                          const c10::Device& device) {
+  const auto steps = complete_steps(dir, prefix);
+  std::size_t skipped = 0;
+  for (std::size_t k = 0;; ++k) {
+    Chosen c;
+    c.step = k < steps.size() ? steps[k] : -1;
+    std::string problem;
+    if (c.step >= 0) {
+      c.dir = (fs::path(dir) / (prefix + std::to_string(c.step))).string();
+      try {
+        c.manifest = nlohmann::json::parse(read_file((fs::path(c.dir) / "manifest.json").string()));
+        c.file = parse_rank_file((fs::path(c.dir) / rank_file_name).string());
+      } catch (const std::exception& e) {
+        problem = e.what();
+      }
+    }
+    at::Tensor agree = at::tensor({static_cast<double>(c.step), -static_cast<double>(c.step),
+                                   problem.empty() ? 0.0 : 1.0},
+                                  at::TensorOptions().dtype(at::kDouble))
+                           .to(device);
+    comm.all_reduce(agree, GroupSpec{}, ReduceOp::max)->wait();
+    agree = agree.cpu();
+    if (agree[0].item<double>() != -agree[1].item<double>()) {
+      throw RuntimeError("ranks see different " + std::string(k == 0 ? "newest " : "") +
+                         "checkpoints in " + dir + " (is the directory shared by all machines?)");
+    }
+    if (c.step < 0) {
+      if (skipped == 0) return std::nullopt;
+      throw RuntimeError("every complete checkpoint in " + dir + " is damaged (" +
+                         std::to_string(skipped) + " tried, newest first)");
+    }
+    if (agree[2].item<double>() == 0) return c;
+    if (!problem.empty()) {
+      std::cerr << "warning: rank " << comm.rank() << ": skipping checkpoint " << c.dir << ": "
+                << problem << std::endl;
+    }
+    ++skipped;
+  }
 }
 
 std::vector<std::int64_t> complete_steps(const std::string& dir, const std::string& prefix) {

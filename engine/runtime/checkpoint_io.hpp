@@ -9,6 +9,7 @@
 // whatever the caller puts in, plus "tensors" [{name, dtype, numel, offset, bytes}] and the
 // payload's "checksum"), then the payload (the tensors' bytes, CPU, contiguous).
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -57,6 +58,24 @@ RankFile parse_rank_file(const std::string& path);
 void write_manifest(Communicator& comm, const std::string& dir, const std::string& rank_file_name,
                     std::size_t bytes, std::uint64_t checksum, bool writer, nlohmann::json manifest,
                     const c10::Device& device);
+
+/// A complete checkpoint chosen to resume from, its manifest parsed and this rank's file
+/// verified.
+struct Chosen {
+  std::int64_t step = -1;
+  std::string dir;  ///< DIR/<prefix><step>
+  nlohmann::json manifest;
+  RankFile file;
+};
+/// Collective: the newest complete DIR/<prefix><N> whose manifest parses and whose rank files
+/// pass their checks on every rank (each reads `rank_file_name`, e.g. "rank-3.ckpt"); a damaged
+/// one is skipped with "warning: rank R: skipping checkpoint …" on the rank that found it, and
+/// all ranks decide each candidate together. nullopt when there is no complete checkpoint;
+/// RuntimeError when the ranks see different checkpoints, or when every one is damaged.
+std::optional<Chosen> choose_newest_sound(Communicator& comm, const std::string& dir,
+                                          const std::string& prefix,
+                                          const std::string& rank_file_name,
+                                          const c10::Device& device);
 
 /// The newest DIR/<prefix><N> with a manifest.json, or −1.
 std::int64_t latest_complete(const std::string& dir, const std::string& prefix);
