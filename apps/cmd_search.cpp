@@ -86,7 +86,7 @@ int run(const Options& o) {
   }
 
   sim::SearchOptions options;
-  options.keep_top = o.exhaustive ? 0 : std::max(o.top, 1);
+  options.keep_top = o.exhaustive ? 0 : o.top;  // --top is at least 1
   if (!o.precisions.empty()) {
     options.precisions.clear();
     for (const auto& p : o.precisions) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -26,7 +27,8 @@ struct Registration {
 };
 
 /// Flag values checked when parsed (CLI11 reports a failure as "--flag: ..." with exit 2):
-/// a finite number >= 0 (nan and inf parse as numbers but mean nothing here), and a count >= 1.
+/// a finite number >= 0 — CLI11's NonNegativeNumber lets nan through (every comparison with it
+/// is false) — and a count >= 1.
 inline CLI::Validator finite_non_negative() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -38,16 +40,7 @@ inline CLI::Validator finite_non_negative() {
       },
       "NUMBER>=0");
 }
-inline CLI::Validator at_least_one() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        char* end = nullptr;
-        const long long x = std::strtoll(text.c_str(), &end, 10);
-        if (text.empty() || *end != '\0') return "expected an integer, got '" + text + "'";
-        if (x < 1) return "must be >= 1, got " + text;
-        return "";
-      },
-      "INT>=1");
-}
+/// Counts: CLI11's own range check (1 to INT_MAX).
+inline CLI::Validator at_least_one() { return CLI::Range(1, std::numeric_limits<int>::max()); }
 
 }  // namespace stratagem::cli

@@ -382,9 +382,11 @@ void Run::on_ready(plan::OpId id, double now, bool by_comm) {
         // collective of a FIFO stream add the expected maximum on top of the one before.
         Arrival at{now, rank_variance(op.rank)};
         if (by_comm) {
-          at = own_ready_s_[id] < 0
-                   ? Arrival{now, 0.0}
-                   : expected_latest({{now, 0.0}, {own_ready_s_[id], own_ready_var_[id]}});
+          at = Arrival{now, 0.0};
+          if (own_ready_s_[id] >= 0) {
+            arrivals_scratch_.assign({at, {own_ready_s_[id], own_ready_var_[id]}});
+            at = expected_latest(arrivals_scratch_);
+          }
         }
         arrive_s_[id] = at.mean_s;
         arrive_var_[id] = at.variance_s2;

@@ -1,9 +1,5 @@
 #include "engine/runtime/checkpoint.hpp"
 
-#include <iostream>
-
-#include <optional>
-
 #include <filesystem>
 
 #include <ATen/ATen.h>

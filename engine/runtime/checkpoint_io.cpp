@@ -1,15 +1,15 @@
-#include <algorithm>
-#include <iostream>
 #include "engine/runtime/checkpoint_io.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 
 #include <ATen/ATen.h>

@@ -304,33 +304,16 @@ Imported read_accelerate(const YamlFile& y) {
   return out;
 }
 
-}  // namespace
-
-nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options) {
+// Runs `read` on the config; a yaml-cpp exception from a node access a reader did not guard
+// still becomes one located line, never yaml-cpp's own text.
+template <class Read>
+auto yaml_errors_located(const std::string& yaml_file, Read&& read) -> decltype(read()) {
   try {
-    const YamlFile yaml(yaml_file);
-    return build_scenario(read_accelerate(yaml), options, yaml_file);
-  } catch (const YAML::Exception& e) {
-    // A node access the reader did not guard: still one located line, never yaml-cpp's text.
-    throw SpecError(yaml_file, std::string("cannot read this accelerate config: ") + e.what());
-  }
-}
-
-namespace {
-
-AccelerateLaunchConfig launch_config(const std::string& yaml_file);
-
-}  // namespace
-
-AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_file) {
-  try {
-    return launch_config(yaml_file);
+    return read();
   } catch (const YAML::Exception& e) {
     throw SpecError(yaml_file, std::string("cannot read this accelerate config: ") + e.what());
   }
 }
-
-namespace {
 
 AccelerateLaunchConfig launch_config(const std::string& yaml_file) {
   const YamlFile y(yaml_file);
@@ -395,5 +378,16 @@ AccelerateLaunchConfig launch_config(const std::string& yaml_file) {
 }
 
 }  // namespace
+
+nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options) {
+  return yaml_errors_located(yaml_file, [&] {
+    const YamlFile yaml(yaml_file);
+    return build_scenario(read_accelerate(yaml), options, yaml_file);
+  });
+}
+
+AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_file) {
+  return yaml_errors_located(yaml_file, [&] { return launch_config(yaml_file); });
+}
 
 }  // namespace stratagem::spec

@@ -26,11 +26,11 @@ TEST(FlagsCli, NonFiniteOrNegativeSpreadsAreRefused) {
 }
 
 TEST(FlagsCli, CountsBelowOneAreRefused) {
-  expect_refused("search --seq_len -5", "--seq_len: must be >= 1, got -5");
-  expect_refused("search --global_batch 0", "--global_batch: must be >= 1, got 0");
-  expect_refused("import --accelerate x.yaml --num_processes -2", "--num_processes: must be >= 1");
+  expect_refused("search --seq_len -5", "--seq_len: Value -5 not in range 1 to");
+  expect_refused("search --global_batch 0", "--global_batch: Value 0 not in range 1 to");
+  expect_refused("import --accelerate x.yaml --num_processes -2", "--num_processes: Value -2 not in range 1 to");
   expect_refused("import --accelerate x.yaml --gradient_accumulation_steps 0",
-                 "--gradient_accumulation_steps: must be >= 1");
+                 "--gradient_accumulation_steps: Value 0 not in range 1 to");
 }
 
 TEST(FlagsCli, AKeySetToNullIsRefusedNamingIt) {
