@@ -72,13 +72,15 @@ Figures compute(const spec::Scenario& s) {
   // the attention core Q·Kᵀ and scores·V, 4·h·s per layer per token (selective).
   if (s.strategy.recompute == spec::Recompute::full) {
     f.flops_recompute = m.layers * spec::block_forward_flops_per_token(m, seq);
-  } else if (s.strategy.recompute == spec::Recompute::selective) {
+  } else if (spec::effective_recompute(s.strategy) == spec::Recompute::selective) {
     f.flops_recompute = 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
   }
   f.element_bytes = spec::compute_param_bytes(s.strategy.precision);
-  const spec::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel};
-  f.act_layer =
-      spec::activation_bytes_per_layer(m, seq, mbs, s.strategy.recompute, f.element_bytes, layout);
+  const spec::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel, s.strategy.cp,
+                                      s.strategy.attention == spec::Attention::flash,
+                                      s.strategy.precision == spec::Precision::fp8};
+  f.act_layer = spec::activation_bytes_per_layer(m, seq, mbs, spec::effective_recompute(s.strategy),
+                                                 f.element_bytes, layout);
   f.act_head = spec::head_activation_bytes(m, seq, mbs, f.element_bytes, layout);
   const int tp = s.strategy.tp;
   f.padded_vocab = spec::padded_vocab(m, tp);
@@ -90,30 +92,40 @@ Figures compute(const spec::Scenario& s) {
   return f;
 }
 
-const char* activation_formula(spec::Recompute r, int tp, bool sp) {
-  if (tp > 1) {
-    switch (r) {
-      case spec::Recompute::full:
-        return sp ? "2·s·b·h/t (full recomputation, sequence parallel)"
-                  : "2·s·b·h (full recomputation: the layer input only)";
-      case spec::Recompute::selective:
-        return sp ? "34·s·b·h/t (tensor + sequence parallel, selective recomputation)"
-                  : "s·b·h·(10 + 24/t) (tensor parallel, selective recomputation)";
-      case spec::Recompute::none:
-        break;
-    }
-    return sp ? "s·b·h·(34 + 5·a·s/h)/t (tensor + sequence parallel)"
-              : "s·b·h·(10 + 24/t + 5·a·s/(h·t)) (tensor parallel)";
+// The formula activation_bytes_per_layer evaluates (engine/spec/model.hpp), written for this
+// strategy: s' = s/cp under context parallelism, /t on what tensor (and sequence)
+// parallelism splits, fp8 linear inputs, and the attention kernel's own term.
+std::string activation_formula(const spec::StrategySpec& st) {
+  const spec::Recompute r = spec::effective_recompute(st);
+  const bool tp = st.tp > 1, sp = st.sequence_parallel;
+  const bool fp8 = st.precision == spec::Precision::fp8;
+  const std::string sl = st.cp > 1 ? "(s/cp)" : "s";
+  const std::string sbh = sl + "·b·h";
+  if (r == spec::Recompute::full) {
+    return "2·" + sbh + (sp ? "/t" : "") + " (full recomputation: the layer input only)";
   }
-  switch (r) {
-    case spec::Recompute::full:
-      return "2·s·b·h (full recomputation: the layer input only)";
-    case spec::Recompute::selective:
-      return "34·s·b·h (selective recomputation)";
-    case spec::Recompute::none:
-      break;
+  std::string f;
+  if (!tp) {
+    f = (fp8 ? "27·" : "34·") + sbh;
+  } else if (sp) {
+    f = (fp8 ? "27·" : "34·") + sbh + "/t";
+  } else {
+    f = sbh + (fp8 ? "·(8 + 19/t)" : "·(10 + 24/t)");
   }
-  return "s·b·h·(34 + 5·a·s/h) (no recomputation)";
+  const std::string t = tp ? "/t" : "";
+  std::string why = tp ? (sp ? "tensor + sequence parallel" : "tensor parallel") : "";
+  auto add_why = [&](const std::string& w) { why += (why.empty() ? "" : ", ") + w; };
+  if (fp8) add_why("linear inputs in fp8");
+  if (r == spec::Recompute::selective) {
+    add_why("selective recomputation");
+  } else if (st.attention == spec::Attention::flash) {
+    f += " + 4·a·" + sl + "·b" + t;
+    add_why("flash attention: + the fp32 log-sum-exp per head and row");
+  } else {
+    f += " + 5·a·s²·b" + t;
+    add_why("eager attention: + the s×s scores, mask and dropout");
+  }
+  return f + (why.empty() ? "" : " (" + why + ")");
 }
 
 nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
@@ -132,6 +144,8 @@ nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
             {"matmul", f.matmul}}},
           {"seq_len", s.training.seq_len},
           {"micro_batch_size", s.strategy.micro_batch_size},
+          {"attention", spec::to_string(s.strategy.attention)},
+          {"cp", s.strategy.cp},
           {"flops_per_token", f.flops},
           {"flops_formula", "6·N_matmul + 12·l·h·s"},
           {"recompute_flops_per_token", f.flops_recompute},
@@ -140,7 +154,7 @@ nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
           {"activation_element_bytes", f.element_bytes},
           {"activation_bytes_per_layer", f.act_layer},
           {"activation_formula",
-           activation_formula(s.strategy.recompute, s.strategy.tp, s.strategy.sequence_parallel)},
+           activation_formula(s.strategy)},
           {"head_activation_bytes", f.act_head},
           {"tp", s.strategy.tp},
           {"sequence_parallel", s.strategy.sequence_parallel},
@@ -265,19 +279,37 @@ void print_report(const spec::Scenario& s, const Figures& f) {
                                                       : "4·l·h·s, the attention core",
                 sci(f.flops + f.flops_recompute).c_str());
   }
+  if (st.attention == spec::Attention::flash && !m.measured) {
+    std::printf(
+        "  flash attention runs the core (12·l·h·s) as one fused kernel at the GPU's attention "
+        "efficiency%s, its backward 2.5x its forward; MFU counts the full 12·l·h·s\n",
+        m.kind == spec::ModelKind::decoder ? ", skipping the causal mask's upper half" : "");
+  }
+  if (st.precision == spec::Precision::fp8) {
+    std::printf(
+        "  fp8: the blocks' linear layers at the fp8 peak, attention and LM head in bf16; MFU "
+        "divides by the bf16 peak\n");
+  }
   std::printf("  per step: x %s tokens = %s FLOP\n\n", grouped(s.tokens_per_step()).c_str(),
               sci((f.flops + f.flops_recompute) * s.tokens_per_step()).c_str());
 
   std::printf(
       "Activations per layer per micro-batch (s = %lld, b = %d, h = %lld, a = %lld, %g-byte "
-      "elements, recompute %s)\n",
+      "elements, recompute %s, %s attention)\n",
       static_cast<long long>(s.training.seq_len), st.micro_batch_size,
       static_cast<long long>(m.hidden), static_cast<long long>(m.heads), f.element_bytes,
-      spec::to_string(st.recompute));
-  std::printf(
-      "  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
-      activation_formula(st.recompute, st.tp, st.sequence_parallel), f.element_bytes,
-      st.tp > 1 ? (", t = " + std::to_string(st.tp) + ", per tensor-parallel rank").c_str() : "");
+      spec::to_string(st.recompute), spec::to_string(st.attention));
+  std::string per_rank;
+  if (st.tp > 1) per_rank += ", t = " + std::to_string(st.tp);
+  if (st.cp > 1) per_rank += ", cp = " + std::to_string(st.cp);
+  if (!per_rank.empty()) per_rank += ", per rank";
+  std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
+              activation_formula(st).c_str(), f.element_bytes, per_rank.c_str());
+  if (st.recompute == spec::Recompute::selective && st.attention == spec::Attention::flash) {
+    std::printf(
+        "  selective recomputation recomputes the attention core, which flash attention keeps "
+        "no s×s tensors of: it saves nothing and is not planned\n");
+  }
   std::printf("    = %s bytes = %s (Korthikanti et al. 2022, table 2)\n",
               grouped(f.act_layer).c_str(), bytes_text(f.act_layer).c_str());
   std::printf("  x %lld layers = %s per micro-batch in flight\n", static_cast<long long>(m.layers),

@@ -121,6 +121,11 @@ std::string note(TensorClass c, const spec::Scenario& s, const memory::RankMemor
       return spec::shards_gradients(st.sharding) ? "unsharded grads awaiting reduce-scatter" : "";
     case TensorClass::loss_scale:
       return st.precision == spec::Precision::fp16 ? "fp16 scale + found-inf flag, 8 bytes" : "";
+    case TensorClass::fp8_weights:
+      if (st.precision != spec::Precision::fp8) return "";
+      return spec::shards_parameters(st.sharding)
+                 ? "amax history + scales (fp8 weights are cast per gathered unit)"
+                 : "fp8 weight + transpose per linear layer, amax history + scales";
     case TensorClass::count:
       break;
   }

@@ -27,6 +27,7 @@ struct Options {
   int top = 10;
   bool exhaustive = false;
   std::vector<std::string> precisions;
+  std::vector<std::string> attentions;
   std::string profile;
   bool cluster_given = false;
   bool json = false;
@@ -96,8 +97,23 @@ int run(const Options& o) {
         options.precisions.push_back(spec::Precision::fp16);
       else if (p == "bf16")
         options.precisions.push_back(spec::Precision::bf16);
+      else if (p == "fp8")
+        options.precisions.push_back(spec::Precision::fp8);
       else
-        throw SpecError("--mixed_precision", "unknown '" + p + "'; valid: no, fp16, bf16");
+        throw SpecError("--mixed_precision", "unknown '" + p + "'; valid: no, fp16, bf16, fp8");
+    }
+    // The list given is the list tried: fp8 only when named.
+    options.fp8_when_available = false;
+  }
+  if (!o.attentions.empty()) {
+    options.attentions.clear();
+    for (const auto& a : o.attentions) {
+      if (a == "flash")
+        options.attentions.push_back(spec::Attention::flash);
+      else if (a == "eager")
+        options.attentions.push_back(spec::Attention::eager);
+      else
+        throw SpecError("--attention", "unknown '" + a + "'; valid: flash, eager");
     }
   }
   const bool tty = isatty(STDERR_FILENO) && !o.quiet;
@@ -183,7 +199,10 @@ Registration reg{
        sub.add_flag("--exhaustive", o->exhaustive,
                     "Simulate every configuration that fits (no bound-and-prune)");
        sub.add_option("--mixed_precision", o->precisions,
-                      "Precisions to try (default: bf16,fp16,no)")
+                      "Precisions to try (default: bf16,fp16,no, and fp8 on GPUs that have it)")
+           ->delimiter(',');
+       sub.add_option("--attention", o->attentions,
+                      "Attention kernels to try: flash, eager (default: flash)")
            ->delimiter(',');
        sub.add_flag("--json", o->json, "Print JSON");
        sub.add_flag("--quiet", o->quiet, "No progress bar");

@@ -36,7 +36,21 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   const spec::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
   const double efficiency = op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max;
   const double peak = gpu_.peak(op.dtype) * efficiency;
-  const double compute_s = peak > 0 ? op.flops / peak : 0.0;
+  double compute_s = peak > 0 ? op.flops / peak : 0.0;
+  // Under fp8 the LM head's GEMMs and the attention core run in bf16 (Transformer Engine).
+  const spec::DType wide = op.dtype == spec::DType::fp8 ? spec::DType::bf16 : op.dtype;
+  if (op.flops_16bit > 0) {
+    const spec::EfficiencyCurve& c16 = gpu_.efficiency(wide);
+    const double p16 = gpu_.peak(wide) * (op.gemm_dim > 0 ? c16.at(op.gemm_dim) : c16.max);
+    compute_s += p16 > 0 ? op.flops_16bit / p16 : 0.0;
+  }
+  if (op.attention_flops > 0) {
+    const bool backward = op.phase == plan::Phase::backward ||
+                          op.phase == plan::Phase::backward_input ||
+                          op.phase == plan::Phase::backward_weight;
+    const double pa = gpu_.peak(wide) * gpu_.attention_efficiency(backward);
+    compute_s += pa > 0 ? op.attention_flops / pa : 0.0;
+  }
   const double memory_s = gpu_.hbm_bandwidth > 0 ? op.bytes / gpu_.hbm_bandwidth : 0.0;
   return compute_s + memory_s + op.kernels * gpu_.kernel_launch_s;
 }

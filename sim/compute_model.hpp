@@ -1,8 +1,10 @@
 #pragma once
 // How long a compute op takes. The default is a roofline per kind of kernel on the
 // scenario's GPU, summed because the kernels run one after another:
-//   time = flops / (peak(dtype) · efficiency(gemm_dim)) + bytes / hbm_bandwidth
-//          + kernels · kernel_launch_s
+//   time = flops / (peak(dtype) · efficiency(gemm_dim))
+//          + flops_16bit / (peak(bf16) · efficiency_bf16(gemm_dim))      (fp8: the LM head)
+//          + attention_flops / (peak(16-bit) · attention_efficiency(forward|backward))
+//          + bytes / hbm_bandwidth + kernels · kernel_launch_s
 // where `flops` are the op's GEMM FLOPs and `bytes` the traffic of its memory-bound kernels
 // and ops that run on the host (optimizer offload) use a roofline on the host's CPUs.
 #include "engine/plan/plan.hpp"

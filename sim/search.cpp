@@ -22,59 +22,87 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
   // Tensor parallelism inside a node (divisors of gpus_per_node), with and without sequence
   // parallelism; the mesh validation drops degrees the model's heads or ffn do not allow.
   std::vector<std::pair<int, bool>> tensor;
-  for (int tp = 1; tp <= base.cluster.gpus_per_node; ++tp) {
-    if (base.cluster.gpus_per_node % tp != 0) continue;
+  const int domain = base.cluster.domain_gpus();
+  for (int tp = 1; tp <= domain; ++tp) {
+    if (domain % tp != 0) continue;
     tensor.push_back({tp, false});
     if (tp > 1) tensor.push_back({tp, true});
   }
+  std::vector<spec::Precision> precisions = o.precisions;
+  if (o.fp8_when_available && base.cluster.gpu.peak_fp8 > 0 &&
+      std::find(precisions.begin(), precisions.end(), spec::Precision::fp8) == precisions.end()) {
+    precisions.push_back(spec::Precision::fp8);
+  }
+  const bool long_context = o.context_parallel_from_seq_len > 0 &&
+                            base.training.seq_len >= o.context_parallel_from_seq_len;
   for (const auto& [tp, sp] : tensor) {
-    const int ranks = world / tp;  // per tensor-parallel index
-    for (int pp = 1; pp <= std::min(ranks, o.max_pp); ++pp) {
-      if (ranks % pp != 0 || pp > base.model.layers) continue;
-      const int dp = ranks / pp;
-      std::vector<std::pair<Schedule, int>> schedules = {{Schedule::one_f_one_b, 1}};
-      if (pp > 1) {
-        schedules = {{Schedule::gpipe, 1}, {Schedule::one_f_one_b, 1}, {Schedule::interleaved, 2}};
-      }
-      // Sharding over one data-parallel replica shards nothing: with dp 1 only `none`.
-      std::vector<Sharding> shardings = {Sharding::none};
-      if (dp > 1) shardings.push_back(Sharding::zero1);
-      if (pp == 1 && dp > 1) {
-        shardings.insert(shardings.end(),
-                         {Sharding::zero2, Sharding::zero3, Sharding::fsdp_shard_grad_op});
-        if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
-      }
-      for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
-        const std::int64_t per_accum = std::int64_t{mbs} * dp;
-        if (base.training.global_batch % per_accum != 0) continue;
-        const int m = static_cast<int>(base.training.global_batch / per_accum);
-        for (const auto& [schedule, chunks] : schedules) {
-          for (Sharding sharding : shardings) {
-            for (spec::Precision precision : o.precisions) {
-              for (spec::Recompute recompute : o.recomputes) {
-                spec::Scenario s = base;
-                auto& st = s.strategy;
-                st = spec::StrategySpec{};
-                st.dp = dp;
-                st.pp = pp;
-                st.tp = tp;
-                st.sequence_parallel = sp;
-                st.schedule = schedule;
-                st.chunks = chunks;
-                st.micro_batch_size = mbs;
-                st.grad_accum = m;
-                st.sharding = sharding;
-                st.precision = precision;
-                st.recompute = recompute;
-                st.optimizer = base.strategy.optimizer;
-                try {
-                  spec::validate(s);
-                } catch (const SpecError&) {
-                  ++invalid;
-                  continue;
+    std::vector<int> contexts = {1};
+    for (int cp = 2; long_context && cp <= world / tp; cp *= 2) {
+      if ((world / tp) % cp == 0) contexts.push_back(cp);
+    }
+    for (int cp : contexts) {
+      const int ranks = world / tp / cp;  // per (tensor, context)-parallel index
+      for (int pp = 1; pp <= std::min(ranks, o.max_pp); ++pp) {
+        if (ranks % pp != 0 || pp > base.model.layers) continue;
+        const int dp = ranks / pp;
+        std::vector<std::pair<Schedule, int>> schedules = {{Schedule::one_f_one_b, 1}};
+        if (pp > 1) {
+          schedules = {
+              {Schedule::gpipe, 1}, {Schedule::one_f_one_b, 1}, {Schedule::interleaved, 2}};
+        }
+        // Sharding over one data-parallel replica shards nothing: with dp × cp 1 only `none`.
+        const int replicas = dp * cp;
+        std::vector<Sharding> shardings = {Sharding::none};
+        if (replicas > 1) shardings.push_back(Sharding::zero1);
+        if (pp == 1 && replicas > 1) {
+          shardings.insert(shardings.end(),
+                           {Sharding::zero2, Sharding::zero3, Sharding::fsdp_shard_grad_op});
+          if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
+        }
+        for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
+          const std::int64_t per_accum = std::int64_t{mbs} * dp;
+          if (base.training.global_batch % per_accum != 0) continue;
+          const int m = static_cast<int>(base.training.global_batch / per_accum);
+          for (const auto& [schedule, chunks] : schedules) {
+            for (Sharding sharding : shardings) {
+              for (spec::Precision precision : precisions) {
+                for (spec::Attention attention : o.attentions) {
+                  for (spec::Recompute recompute : o.recomputes) {
+                    spec::Scenario s = base;
+                    auto& st = s.strategy;
+                    st = spec::StrategySpec{};
+                    st.dp = dp;
+                    st.pp = pp;
+                    st.tp = tp;
+                    st.cp = cp;
+                    st.sequence_parallel = sp;
+                    st.schedule = schedule;
+                    st.chunks = chunks;
+                    st.micro_batch_size = mbs;
+                    st.grad_accum = m;
+                    st.sharding = sharding;
+                    st.precision = precision;
+                    // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
+                    st.fp8_all_gather = precision == spec::Precision::fp8 &&
+                                        spec::shards_parameters(sharding);
+                    st.attention = attention;
+                    st.recompute = recompute;
+                    st.optimizer = base.strategy.optimizer;
+                    // Selective recomputation is none with flash attention: not listed twice.
+                    if (recompute == spec::Recompute::selective &&
+                        attention == spec::Attention::flash) {
+                      continue;
+                    }
+                    try {
+                      spec::validate(s);
+                    } catch (const SpecError&) {
+                      ++invalid;
+                      continue;
+                    }
+                    s.name = strategy_label(s);
+                    out.push_back(std::move(s));
+                  }
                 }
-                s.name = strategy_label(s);
-                out.push_back(std::move(s));
               }
             }
           }
@@ -93,6 +121,7 @@ std::string strategy_label(const spec::Scenario& s) {
   if (st.tp > 1) {
     label += " × tp " + std::to_string(st.tp) + (st.sequence_parallel ? " SP" : "");
   }
+  if (st.cp > 1) label += " × cp " + std::to_string(st.cp);
   label += " × pp " + std::to_string(st.pp);
   if (st.pp > 1) {
     label += ", " + std::string(spec::to_string(st.schedule));
@@ -103,6 +132,7 @@ std::string strategy_label(const spec::Scenario& s) {
   label += ", " + std::string(st.precision == spec::Precision::no ? "fp32"
                                                                   : spec::to_string(st.precision));
   label += ", recompute " + std::string(spec::to_string(st.recompute));
+  if (st.attention == spec::Attention::eager) label += ", eager attention";
   return label;
 }
 
@@ -134,21 +164,28 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
   const auto units = plan::make_units(s);
   const auto split = plan::split_stages(static_cast<int>(s.model.layers), st.pp, st.chunks);
   const double m = st.grad_accum;
-  const bool recompute = st.recompute != spec::Recompute::none;
+  const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
   const int head = static_cast<int>(units.size()) - 1;
   const plan::TpChains chains(s);
   const GroupShape tp_group{st.tp, 1, st.tp};
-  const spec::DType dtype = spec::compute_dtype(st.precision);
+  const spec::DType dtype = spec::gemm_dtype(st);
   const spec::EfficiencyCurve& curve = s.cluster.gpu.efficiency(dtype);
   double best_dim = 0;  // a measured curve: the point of its best efficiency
   for (const auto& [d, e] : curve.table) {
     if (best_dim == 0 || e > curve.at(best_dim)) best_dim = d;
   }
-  auto time = [&](const plan::Unit& u, double flops, double bytes) {
+  // As the plan's compute op (schedule_pass.cpp): GEMMs (the head's in 16 bits under fp8),
+  // the fused attention kernel (kFlashBackwardRatio in backward) and memory-bound bytes.
+  auto time = [&](int index, double scale, double attention_scale, double bytes,
+                  plan::Phase phase, bool recompute_op = false) {
+    const plan::Unit& u = units[index];
     plan::Compute c;
+    c.phase = phase;
     c.dtype = dtype;
     c.kernels = 0;
-    c.flops = flops;
+    const double gemm = recompute_op ? u.recompute_flops : scale * u.fwd_flops;
+    (dtype == spec::DType::fp8 && index == head ? c.flops_16bit : c.flops) = gemm;
+    c.attention_flops = recompute_op ? u.recompute_attn_flops : attention_scale * u.attn_fwd_flops;
     c.bytes = bytes;
     c.gemm_dim = curve.table.empty() ? u.gemm_dim : best_dim;
     return models.compute->duration(c);
@@ -160,7 +197,8 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
     if (st.tp <= 1) return t;
     const auto pieces = chains.chain(u, u == head, forward);
     for (std::size_t k = 0; k < pieces.size(); ++k) {
-      if (!pieces[k].collective || (but_trailing && k + 1 == pieces.size())) continue;
+      if (!pieces[k].collective || pieces[k].context) continue;  // CP overlaps the core
+      if (but_trailing && k + 1 == pieces.size()) continue;
       t += models.network->collective(pieces[k].kind, tp_group, pieces[k].bytes).total_s();
     }
     return t;
@@ -172,11 +210,12 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
       const auto [b, e] = chunks[c];
       for (int u = b; u < e; ++u) {
         const plan::Unit& unit = units[u];
-        const double fwd = time(unit, unit.fwd_flops, unit.full_act_bytes) + tp_time(u, true);
-        double bwd =
-            time(unit, 2.0 * unit.fwd_flops, 2.0 * unit.full_act_bytes) + tp_time(u, false);
+        const double fwd =
+            time(u, 1.0, 1.0, unit.full_act_bytes, plan::Phase::forward) + tp_time(u, true);
+        double bwd = time(u, 2.0, plan::kFlashBackwardRatio, 2.0 * unit.full_act_bytes, plan::Phase::backward) +
+                     tp_time(u, false);
         if (recompute && unit.recompute_flops > 0) {
-          bwd += time(unit, unit.recompute_flops, unit.full_act_bytes - unit.act_bytes);
+          bwd += time(u, 0, 0, unit.full_act_bytes - unit.act_bytes, plan::Phase::recompute, true);
           if (st.recompute == spec::Recompute::full) bwd += tp_time(u, true);
         }
         if (c == 0) {

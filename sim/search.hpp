@@ -1,7 +1,8 @@
 #pragma once
-// Strategy search: enumerate dp×tp×pp (tp over the divisors of gpus_per_node, with and
-// without sequence parallelism), schedule, micro-batch size and count, sharding,
-// precision and recomputation for a model on a cluster; drop what does not fit (analytic
+// Strategy search: enumerate dp×tp×cp×pp (tp over the divisors of gpus_per_node, or of the
+// NVLink domain, with and without sequence parallelism; cp for long sequences), schedule,
+// micro-batch size and count, sharding, precision (fp8 where the GPU has it) and
+// recomputation, and the attention kernel when asked, for a model on a cluster; drop what does not fit (analytic
 // memory model first, then the simulated peak), simulate the rest and rank by throughput.
 #include <functional>
 #include <string>
@@ -15,6 +16,13 @@ namespace stratagem::sim {
 struct SearchOptions {
   std::vector<spec::Precision> precisions = {spec::Precision::bf16, spec::Precision::fp16,
                                              spec::Precision::no};
+  /// Adds fp8 to `precisions` when the GPU has an fp8 peak (and `precisions` lacks it).
+  bool fp8_when_available = true;
+  /// The attention kernels to try: flash only unless asked (eager is what old stacks ran).
+  std::vector<spec::Attention> attentions = {spec::Attention::flash};
+  /// Context parallelism (cp = 2, 4, … over the ranks of a TP index) is tried from this
+  /// sequence length on (shorter sequences gain nothing from splitting); 0: never.
+  std::int64_t context_parallel_from_seq_len = 16384;
   std::vector<spec::Recompute> recomputes = {spec::Recompute::none, spec::Recompute::selective,
                                              spec::Recompute::full};
   int max_micro_batch_size = 64;

@@ -102,10 +102,14 @@ class Run {
   std::uint64_t events_ = 0;
 };
 
+// The NVLink domain a rank's links belong to: its node, or with a domain of several nodes
+// (GB200 NVL72: 18 trays of 4 GPUs) the domain's index; `intra_node` links join its members.
 int Run::node_of(int rank) const {
   const auto& coords = plan_.layout.coords;
-  if (rank < static_cast<int>(coords.size())) return coords[rank].node;
-  return rank / std::max(plan_.layout.gpus_per_node, 1);
+  const int gpn = std::max(plan_.layout.gpus_per_node, 1);
+  const int nodes_per_domain = std::max(plan_.scenario.cluster.domain_gpus() / gpn, 1);
+  const int node = rank < static_cast<int>(coords.size()) ? coords[rank].node : rank / gpn;
+  return node / nodes_per_domain;
 }
 
 double Run::rank_variance(int rank) const {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "engine/memory/memory.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
 
@@ -35,12 +36,14 @@ int tensor_parallel_degree(const spec::Scenario& s) {
 }
 
 spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule schedule,
-                    spec::Sharding sharding, int tp = 1) {
+                    spec::Sharding sharding, int tp = 1, int cp = 1) {
   spec::Scenario s = base;
   auto& st = s.strategy;
   st.dp = dp;
   st.pp = pp;
   st.tp = tp;
+  st.cp = cp;
+  st.fp8_all_gather = st.fp8_all_gather && spec::shards_parameters(sharding);
   // Megatron runs tensor parallelism with sequence parallelism whenever the sequence splits.
   st.sequence_parallel = tp > 1 && s.training.seq_len % tp == 0;
   st.schedule = schedule;
@@ -60,12 +63,35 @@ spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule s
   return s;
 }
 
+// torchtitan's long-context recipe: FSDP over dp × cp with ring attention. The degree is the
+// smallest power of two (up to a node's GPUs) whose scenario fits in memory, else the largest
+// that validates; the sequence must split into 2·cp chunks.
+spec::Scenario context_parallel(const spec::Scenario& base, int world) {
+  std::optional<spec::Scenario> last;
+  std::string why = "no context-parallel degree ≥ 2 divides the cluster and 2·cp the sequence";
+  for (int cp = 2; cp <= std::min(world, base.cluster.gpus_per_node); cp *= 2) {
+    if (world % cp != 0) continue;
+    try {
+      spec::Scenario s = base;
+      s.strategy.attention = spec::Attention::flash;
+      s = with(s, world / cp, 1, spec::Schedule::one_f_one_b, spec::Sharding::fsdp_full_shard,
+               1, cp);
+      if (memory::estimate_memory(s).fits) return s;
+      last = s;
+    } catch (const SpecError& e) {
+      why = e.what();
+    }
+  }
+  if (!last) throw SpecError("strategy.cp", why);
+  return *last;
+}
+
 }  // namespace
 
 const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = {
-      "base",   "ddp",   "zero1", "zero2",       "zero3",   "fsdp", "shard_grad_op",
-      "hybrid", "gpipe", "1f1b",  "interleaved", "offload", "tp",   "3d"};
+      "base",    "ddp", "zero1", "zero2", "zero3", "fsdp", "shard_grad_op", "hybrid", "gpipe",
+      "1f1b",    "interleaved",  "offload",       "tp",   "3d",            "cp",     "fp8"};
   return names;
 }
 
@@ -115,6 +141,18 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
       } else if (name == "offload") {
         auto s = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero2);
         s.strategy.offload_optimizer = spec::Offload::cpu;
+        spec::validate(s);
+        v.scenario = s;
+      } else if (name == "cp") {
+        v.scenario = context_parallel(base, world);
+      } else if (name == "fp8") {
+        // The scenario as written with the blocks' linear layers in fp8 (Transformer Engine;
+        // torchao's float8 all-gather where parameters are sharded).
+        spec::Scenario s = base;
+        s.strategy.precision = spec::Precision::fp8;
+        s.strategy.loss_scale = {};
+        s.strategy.tf32 = false;
+        s.strategy.fp8_all_gather = spec::shards_parameters(s.strategy.sharding);
         spec::validate(s);
         v.scenario = s;
       } else if (name == "tp" || name == "3d") {

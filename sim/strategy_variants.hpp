@@ -19,7 +19,9 @@ struct Variant {
 /// (FULL_SHARD), shard_grad_op, hybrid (HYBRID_SHARD), gpipe, 1f1b, interleaved, offload,
 /// tp (Megatron tensor parallelism over the node with sequence parallelism, data-parallel
 /// across nodes, keeping the base's sharding) and 3d (that TP × a 1F1B pipeline × data
-/// parallelism, ZeRO-1 if the base shards). Every other variant has tp = 1.
+/// parallelism, ZeRO-1 if the base shards), cp (FSDP over dp × cp with ring attention, the
+/// smallest context-parallel degree that fits, as torchtitan's long-context runs) and fp8 (the
+/// base with mixed_precision fp8). Every other variant has tp = cp = 1.
 const std::vector<std::string>& variant_names();
 /// The default list for `compare` without --strategies.
 std::vector<std::string> default_variants();

@@ -22,7 +22,7 @@ std::function<void()> block_workload(const spec::Scenario& scenario, const c10::
   check_runtime_model(scenario.model);
   auto units =
       std::make_shared<GptUnits>(scenario.model, scenario.training.seq_len, false,
-                                 Numerics::of(scenario.strategy.precision, device), device);
+                                 Numerics::of(scenario.strategy, device), device);
   const at::Tensor params =
       units->initial_params(1, 1234).to(device).to(units->numerics().param_dtype);
   const std::int64_t mb = scenario.strategy.micro_batch_size, seq = scenario.training.seq_len;
@@ -51,7 +51,7 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   s.cluster.nodes = s.cluster.gpus_per_node = 1;
   s.training.global_batch = st.micro_batch_size;
   const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
-  const GptUnits units(s.model, s.training.seq_len, false, Numerics::of(st.precision, device),
+  const GptUnits units(s.model, s.training.seq_len, false, Numerics::of(st, device),
                        device);
   ModelState state(plan, 0, units, 1234, OptimizerConfig::defaults(st.optimizer, 1e-4), device);
 

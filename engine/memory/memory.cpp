@@ -19,8 +19,8 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
   const spec::StrategySpec& st = s.strategy;
   const double c = spec::compute_param_bytes(st.precision);
   // With one data-parallel rank there is nothing to gather or reduce: the plan emits neither.
-  const bool gather = spec::shards_parameters(st.sharding) && st.dp > 1;
-  const bool buckets = spec::shards_gradients(st.sharding) && st.dp > 1;
+  const bool gather = spec::shards_parameters(st.sharding) && st.dp * st.cp > 1;
+  const bool buckets = spec::shards_gradients(st.sharding) && st.dp * st.cp > 1;
 
   StageTransientInput input;
   input.schedule = st.schedule;
@@ -33,7 +33,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
   input.prefetch = st.prefetch;
   input.grads_sharded = buckets;
   input.bucket_cap_bytes = units::bucket_mb_to_bytes(st.bucket_mb);
-  input.recompute = st.recompute != spec::Recompute::none;
+  input.recompute = spec::effective_recompute(st) != spec::Recompute::none;
   double stage_params = 0;
   for (const auto& [begin, end] : chunks) {
     auto& out = input.chunk_units.emplace_back();
@@ -45,7 +45,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
       // Units that recompute something rebuild what recomputation dropped.
       t.recompute =
           input.recompute && unit.recompute_flops > 0 ? unit.full_act_bytes - unit.act_bytes : 0.0;
-      t.gather = gather ? c * unit.gather_params : 0.0;
+      t.gather = gather ? plan::gathered_bytes(st, unit) : 0.0;
       t.bucket = buckets ? c * unit.params : 0.0;
       out.push_back(t);
     }
@@ -54,7 +54,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 
   RankMemory r;
   r.stage = stage;
-  r.rank = stage * st.dp * st.tp;
+  r.rank = stage * st.dp * st.cp * st.tp;
   r.shards = shard_group_size(s);
   r.stage_params = stage_params;
   const ModelStates states = model_states(stage_params, r.shards, st);
@@ -63,6 +63,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
   set(r, TensorClass::optimizer, states.optimizer_bytes);
   set(r, TensorClass::master_weights, states.master_weights_bytes);
   set(r, TensorClass::loss_scale, states.loss_scale_bytes);
+  set(r, TensorClass::fp8_weights, plan::fp8_resident_bytes(st, units, chunks));
   set(r, TensorClass::activations, transient.activations);
   set(r, TensorClass::gathered_params, transient.gathered_params);
   set(r, TensorClass::comm_buckets, transient.comm_buckets);
@@ -88,27 +89,33 @@ MemoryReport estimate_memory(const spec::Scenario& s) {
   report.dp = st.dp;
   report.pp = st.pp;
   report.tp = st.tp;
+  report.cp = st.cp;
   for (int stage = 0; stage < st.pp; ++stage) {
     report.stages.push_back(stage_memory(s, units, split[stage], stage));
     const RankMemory& r = report.stages.back();
     report.fits = report.fits && r.fits;
     if (r.peak_bytes > report.stages[report.worst_stage].peak_bytes) report.worst_stage = stage;
   }
-  report.ranks = expand_to_ranks(report.stages, st.dp, st.tp);
+  report.ranks = expand_to_ranks(report.stages, st.dp, st.tp, st.cp);
   return report;
 }
 
-std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp, int tp) {
+std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp, int tp,
+                                        int cp) {
   std::vector<RankMemory> out;
-  out.reserve(stages.size() * static_cast<std::size_t>(dp) * static_cast<std::size_t>(tp));
+  out.reserve(stages.size() * static_cast<std::size_t>(dp) * static_cast<std::size_t>(tp) *
+              static_cast<std::size_t>(cp));
   for (const RankMemory& stage : stages) {
     for (int d = 0; d < dp; ++d) {
-      for (int t = 0; t < tp; ++t) {
-        RankMemory r = stage;
-        r.dp_index = d;
-        r.tp_index = t;
-        r.rank = (stage.stage * dp + d) * tp + t;
-        out.push_back(r);
+      for (int k = 0; k < cp; ++k) {
+        for (int t = 0; t < tp; ++t) {
+          RankMemory r = stage;
+          r.dp_index = d;
+          r.tp_index = t;
+          r.cp_index = k;
+          r.rank = ((stage.stage * dp + d) * cp + k) * tp + t;
+          out.push_back(r);
+        }
       }
     }
   }
@@ -122,6 +129,7 @@ nlohmann::ordered_json to_json(const RankMemory& r) {
   j["stage"] = r.stage;
   j["dp_index"] = r.dp_index;
   j["tp_index"] = r.tp_index;
+  if (r.cp_index > 0) j["cp_index"] = r.cp_index;
   nlohmann::ordered_json& classes = j["classes"];
   for (int c = 0; c < plan::kTensorClassCount; ++c) {
     classes[plan::to_string(static_cast<TensorClass>(c))] = r.bytes[c];

@@ -27,6 +27,7 @@ struct RankMemory {
   int stage = 0;
   int dp_index = 0;
   int tp_index = 0;
+  int cp_index = 0;
   std::array<double, plan::kTensorClassCount> bytes{};
   double host_bytes = 0;          ///< offloaded to CPU memory (optimizer + master weights)
   double model_states_bytes = 0;  ///< params + grads + optimizer + master weights on the GPU
@@ -45,7 +46,7 @@ struct MemoryReport {
   std::string scenario_name;
   std::string gpu_name;
   double capacity_bytes = 0;
-  int dp = 1, pp = 1, tp = 1;
+  int dp = 1, pp = 1, tp = 1, cp = 1;
   std::vector<RankMemory> stages;  ///< one per pipeline stage (rank: the stage's first)
   std::vector<RankMemory> ranks;   ///< every rank, rank = (stage · dp + dp index) · tp + tp index
   bool fits = true;                ///< every rank fits
@@ -59,7 +60,8 @@ MemoryReport estimate_memory(const spec::Scenario& scenario);
 
 /// Every rank of the scenario from its per-stage entries (rank = (stage · dp + dp index) · tp
 /// + tp index, as plan::Layout numbers them).
-std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp, int tp = 1);
+std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, int dp, int tp = 1,
+                                        int cp = 1);
 
 /// {"name", "gpu", "capacity_bytes", "fits", ..., "ranks": [{"rank", "stage", "classes": {...},
 /// "host_bytes", "model_states_bytes", "peak_bytes", "capacity_bytes", "headroom_bytes",

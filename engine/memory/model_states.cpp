@@ -57,7 +57,8 @@ int shard_group_size(const spec::Scenario& scenario) {
     // The data-parallel ranks of one tensor-parallel index inside a node.
     return scenario.cluster.gpus_per_node / scenario.strategy.tp;
   }
-  return scenario.strategy.dp;
+  // Every data-parallel rank with its context-parallel peers (dp × cp) holds a shard.
+  return scenario.strategy.dp * scenario.strategy.cp;
 }
 
 }  // namespace stratagem::memory

@@ -20,11 +20,15 @@ struct BuildContext {
 
   // Per rank: index into plan.groups, -1 where the rank has no such group.
   int world_group = 0;
-  std::vector<int> dp_group;       ///< data-parallel replicas of (stage, tp index)
+  /// Data-parallel replicas of (stage, tp index), with every context-parallel rank of each:
+  /// gradients are reduced and ZeRO/FSDP shard over dp × cp (Megatron-LM's data-parallel group
+  /// with context parallelism; torchtitan's dp_shard_cp mesh).
+  std::vector<int> dp_group;
   std::vector<int> shard_group;    ///< who shares the sharded states (dp, or node for HYBRID)
   std::vector<int> replica_group;  ///< HYBRID_SHARD: the same shard in every node
   std::vector<int> tied_group;     ///< first and last stage (tied embeddings, pp > 1)
   std::vector<int> tp_group;       ///< tensor-parallel peers of (stage, dp index)
+  std::vector<int> cp_group;       ///< context-parallel ring of (stage, dp index, tp index)
 
   const spec::StrategySpec& strategy() const { return scenario.strategy; }
   const Layout& layout() const { return plan.layout; }

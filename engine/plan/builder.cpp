@@ -34,7 +34,7 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
   d.stage = ctx.layout().coords[rank].stage;
   const bool gathers = ctx.gathers_params(rank);
   const auto buckets = make_buckets(ctx, d.stage, gathers);
-  const bool recompute = ctx.strategy().recompute != spec::Recompute::none;
+  const bool recompute = spec::effective_recompute(ctx.strategy()) != spec::Recompute::none;
   const bool several = buckets.size() > 1;
   Granularity g;
   g.per_unit_forward = gathers;
@@ -59,7 +59,7 @@ double estimated_ops(const spec::Scenario& s, bool fold) {
   const double built = fold ? st.pp : static_cast<double>(s.world_size());
   const double units = static_cast<double>(s.model.layers) / st.pp + 2;
   const bool sharded = spec::shards_parameters(st.sharding);
-  const bool recompute = st.recompute != spec::Recompute::none;
+  const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
   // Steps per item: the chunk, or each unit (twice with recomputation); a TP chain is up to 6
   // ops; sharded units add a gather and a reduce-scatter each.
   const double chain = st.tp > 1 ? 6 : 1;

@@ -14,6 +14,7 @@ void make_layout(BuildContext& ctx) {
   L.dp = st.dp;
   L.pp = st.pp;
   L.tp = st.tp;
+  L.cp = st.cp;
   L.chunks = st.chunks;
   L.gpus_per_node = s.cluster.gpus_per_node;
   L.nodes = s.cluster.nodes;
@@ -23,8 +24,9 @@ void make_layout(BuildContext& ctx) {
   for (int r = 0; r < L.world; ++r) {
     auto& c = L.coords[r];
     c.tp = r % st.tp;
-    c.dp = (r / st.tp) % st.dp;
-    c.stage = r / (st.tp * st.dp);
+    c.cp = (r / st.tp) % st.cp;
+    c.dp = (r / (st.tp * st.cp)) % st.dp;
+    c.stage = r / (st.tp * st.cp * st.dp);
     c.node = r / L.gpus_per_node;
     c.local_rank = r % L.gpus_per_node;
   }
@@ -32,6 +34,10 @@ void make_layout(BuildContext& ctx) {
 
 std::string suffix(const Layout& L, int tp_index) {
   return L.tp > 1 ? ", tp " + std::to_string(tp_index) : "";
+}
+
+std::string cp_suffix(const Layout& L, int cp_index) {
+  return L.cp > 1 ? ", cp " + std::to_string(cp_index) : "";
 }
 
 // Each group's members are computed once (O(world) in all, not once per member), and groups
@@ -48,6 +54,7 @@ void make_groups(BuildContext& ctx) {
   ctx.replica_group.assign(L.world, -1);
   ctx.tied_group.assign(L.world, -1);
   ctx.tp_group.assign(L.world, -1);
+  ctx.cp_group.assign(L.world, -1);
   const bool hybrid = st.sharding == spec::Sharding::fsdp_hybrid_shard;
   // Members by key: data-parallel peers of (stage, tp index); HYBRID_SHARD's shard (the
   // data-parallel peers on one node) and replica (those at one local rank) groups.
@@ -63,17 +70,21 @@ void make_groups(BuildContext& ctx) {
     }
   }
   std::vector<int> dp_index(static_cast<std::size_t>(st.pp) * st.tp, -1);
-  std::vector<int> tp_index(static_cast<std::size_t>(st.pp) * st.dp, -1);
+  std::vector<int> tp_index(static_cast<std::size_t>(st.pp) * st.dp * st.cp, -1);
+  std::vector<int> cp_index(static_cast<std::size_t>(st.pp) * st.dp * st.tp, -1);
   std::unordered_map<std::int64_t, int> shard_index, replica_index;
   for (int r = 0; r < L.world; ++r) {
     const auto& c = L.coords[r];
     int& dp = dp_index[static_cast<std::size_t>(c.stage) * st.tp + c.tp];
     if (dp < 0) {
       std::vector<int> members;
-      members.reserve(st.dp);
-      for (int d = 0; d < st.dp; ++d) members.push_back(L.rank_of(c.stage, d, c.tp));
-      dp = ctx.add_group(std::move(members),
-                         "dp(stage " + std::to_string(c.stage) + suffix(L, c.tp) + ")");
+      members.reserve(static_cast<std::size_t>(st.dp) * st.cp);
+      for (int d = 0; d < st.dp; ++d) {
+        for (int k = 0; k < st.cp; ++k) members.push_back(L.rank_of(c.stage, d, c.tp, k));
+      }
+      dp = ctx.add_group(std::move(members), std::string(st.cp > 1 ? "dp×cp" : "dp") +
+                                                 "(stage " + std::to_string(c.stage) +
+                                                 suffix(L, c.tp) + ")");
     }
     ctx.dp_group[r] = dp;
     if (hybrid) {
@@ -94,19 +105,30 @@ void make_groups(BuildContext& ctx) {
       ctx.shard_group[r] = dp;
     }
     if (ctx.scenario.model.tied_embeddings && st.pp > 1 && (c.stage == 0 || c.stage == st.pp - 1)) {
-      ctx.tied_group[r] =
-          ctx.add_group({L.rank_of(0, c.dp, c.tp), L.rank_of(st.pp - 1, c.dp, c.tp)},
-                        "tied(dp " + std::to_string(c.dp) + suffix(L, c.tp) + ")");
+      ctx.tied_group[r] = ctx.add_group(
+          {L.rank_of(0, c.dp, c.tp, c.cp), L.rank_of(st.pp - 1, c.dp, c.tp, c.cp)},
+          "tied(dp " + std::to_string(c.dp) + suffix(L, c.tp) + cp_suffix(L, c.cp) + ")");
     }
     if (st.tp > 1) {
-      int& tp = tp_index[static_cast<std::size_t>(c.stage) * st.dp + c.dp];
+      int& tp = tp_index[(static_cast<std::size_t>(c.stage) * st.dp + c.dp) * st.cp + c.cp];
       if (tp < 0) {
         std::vector<int> members;
-        for (int t = 0; t < st.tp; ++t) members.push_back(L.rank_of(c.stage, c.dp, t));
+        for (int t = 0; t < st.tp; ++t) members.push_back(L.rank_of(c.stage, c.dp, t, c.cp));
         tp = ctx.add_group(std::move(members), "tp(stage " + std::to_string(c.stage) +
-                                                   ", dp " + std::to_string(c.dp) + ")");
+                                                   ", dp " + std::to_string(c.dp) +
+                                                   cp_suffix(L, c.cp) + ")");
       }
       ctx.tp_group[r] = tp;
+    }
+    if (st.cp > 1) {
+      int& cp = cp_index[(static_cast<std::size_t>(c.stage) * st.dp + c.dp) * st.tp + c.tp];
+      if (cp < 0) {
+        std::vector<int> members;
+        for (int k = 0; k < st.cp; ++k) members.push_back(L.rank_of(c.stage, c.dp, c.tp, k));
+        cp = ctx.add_group(std::move(members), "cp(stage " + std::to_string(c.stage) + ", dp " +
+                                                   std::to_string(c.dp) + suffix(L, c.tp) + ")");
+      }
+      ctx.cp_group[r] = cp;
     }
   }
 }
@@ -122,9 +144,9 @@ void build_mesh(BuildContext& ctx) {
   for (int r = 0; r < plan.layout.world; ++r) {
     const auto& c = plan.layout.coords[r];
     plan.ranks[r].representative = plan.layout.rank_of(c.stage, 0, 0);
-    plan.ranks[r].built = !fold || (c.dp == 0 && c.tp == 0);
+    plan.ranks[r].built = !fold || (c.dp == 0 && c.tp == 0 && c.cp == 0);
   }
-  plan.folded = fold && (ctx.strategy().dp > 1 || ctx.strategy().tp > 1);
+  plan.folded = fold && (ctx.strategy().dp > 1 || ctx.strategy().tp > 1 || ctx.strategy().cp > 1);
 }
 
 }  // namespace stratagem::plan

@@ -19,8 +19,8 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
   const int stage = d.stage;
   const auto& c = L.coords[d.rank];
   const int last_vs = st.pp * st.chunks - 1;
-  const int prev_rank = L.rank_of((stage - 1 + st.pp) % st.pp, c.dp, c.tp);
-  const int next_rank = L.rank_of((stage + 1) % st.pp, c.dp, c.tp);
+  const int prev_rank = L.rank_of((stage - 1 + st.pp) % st.pp, c.dp, c.tp, c.cp);
+  const int next_rank = L.rank_of((stage + 1) % st.pp, c.dp, c.tp, c.cp);
   const double bytes = activation_message_bytes(ctx.scenario);
   auto p2p = [&](bool send, int peer, bool gradient, int chunk, int mb) {
     P2P p;

@@ -14,6 +14,8 @@ const char* to_string(Stream s) {
       return "p2p";
     case Stream::tp:
       return "tp";
+    case Stream::cp:
+      return "cp";
   }
   return "?";
 }
@@ -36,6 +38,8 @@ const char* to_string(TensorClass c) {
       return "comm_buckets";
     case TensorClass::loss_scale:
       return "loss_scale";
+    case TensorClass::fp8_weights:
+      return "fp8_weights";
     case TensorClass::count:
       break;
   }
@@ -88,6 +92,8 @@ const char* to_string(CommPurpose p) {
       return "found_inf";
     case CommPurpose::tensor_parallel:
       return "tensor_parallel";
+    case CommPurpose::context_parallel:
+      return "context_parallel";
   }
   return "?";
 }

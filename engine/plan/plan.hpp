@@ -28,9 +28,10 @@ namespace stratagem::plan {
 using OpId = std::int32_t;
 inline constexpr OpId kNoOp = -1;
 
-/// `tp`: tensor-parallel collectives, on the critical path of the compute they split.
-enum class Stream : std::uint8_t { compute, collective, gather, p2p, tp };
-inline constexpr int kStreamCount = 5;
+/// `tp`: tensor-parallel collectives, on the critical path of the compute they split; `cp`:
+/// context parallelism's K/V exchange, overlapped with the attention core it feeds.
+enum class Stream : std::uint8_t { compute, collective, gather, p2p, tp, cp };
+inline constexpr int kStreamCount = 6;
 const char* to_string(Stream s);
 
 /// What memory holds. `count` is the number of classes.
@@ -43,6 +44,7 @@ enum class TensorClass : std::uint8_t {
   gathered_params,  ///< ZeRO-3/FSDP: full parameters of units gathered for compute
   comm_buckets,     ///< unsharded gradients staged for reduce-scatter (ZeRO-2/3, FSDP)
   loss_scale,       ///< fp16 dynamic loss scale and found-inf flag
+  fp8_weights,      ///< fp8 training: fp8 weight copies (and transposes), amax history, scales
   count
 };
 inline constexpr int kTensorClassCount = static_cast<int>(TensorClass::count);
@@ -68,7 +70,8 @@ enum class CommPurpose : std::uint8_t {
   param_gather,    ///< ZeRO-3/FSDP gather before compute, ZeRO-1/2 gather after the step
   tied_embedding,  ///< first/last pipeline stage sync of tied embedding gradients
   found_inf,       ///< fp16 overflow check across ranks
-  tensor_parallel  ///< Megatron TP/SP activations (all-reduce, or all-gather/reduce-scatter)
+  tensor_parallel,  ///< Megatron TP/SP activations (all-reduce, or all-gather/reduce-scatter)
+  context_parallel  ///< ring attention's K/V (and dK/dV) exchange over the CP group
 };
 const char* to_string(CommPurpose p);
 
@@ -79,7 +82,13 @@ struct Compute {
   int microbatch = -1;  ///< -1 for per-step ops (optimizer, loss-scale check)
   int unit_begin = 0;   ///< units [unit_begin, unit_end): 0 embedding, 1..L blocks, L+1 head
   int unit_end = 0;
-  double flops = 0;
+  double flops = 0;     ///< GEMM FLOPs in `dtype`
+  /// GEMM FLOPs that stay in 16 bits when `dtype` is fp8 (the LM head, as Transformer Engine
+  /// and torchao leave the output layer in bf16).
+  double flops_16bit = 0;
+  /// FLOPs the fused attention kernel executes (flash attention; eager attention's are GEMMs
+  /// in `flops`), at the GPU's attention efficiency in the 16-bit dtype.
+  double attention_flops = 0;
   double bytes = 0;     ///< HBM bytes of its memory-bound (non-GEMM) kernels
   double gemm_dim = 0;  ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
   int kernels = 1;      ///< kernel launches (launch overhead)
@@ -155,6 +164,7 @@ struct RankCoord {
   int node = 0;
   int local_rank = 0;
   int tp = 0;  ///< index in the tensor-parallel group
+  int cp = 0;  ///< index in the context-parallel group
 };
 
 /// A model unit: the granularity of compute ops and of parameter sharding.
@@ -165,25 +175,29 @@ struct Unit {
   /// tied model on one stage whose parameters are resharded after each use, also the word
   /// table it borrows from the embedding (gathered again, as DeepSpeed's ZeRO-3 does).
   double gather_params = 0;
-  double fwd_flops = 0;        ///< forward FLOPs per micro-batch
+  double fwd_flops = 0;        ///< forward GEMM FLOPs per micro-batch
+  double attn_fwd_flops = 0;   ///< forward FLOPs of the fused attention kernel (flash)
   double act_bytes = 0;        ///< activations kept for backward per micro-batch
   double full_act_bytes = 0;   ///< activations without recomputation (what recompute rebuilds)
-  double recompute_flops = 0;  ///< FLOPs a recompute op spends per micro-batch
+  double recompute_flops = 0;  ///< GEMM FLOPs a recompute op spends per micro-batch
+  double recompute_attn_flops = 0;  ///< fused-attention FLOPs it spends (full recompute)
   double gemm_dim = 0;
+  double linear_params = 0;  ///< its linear layers' weights (what fp8 training casts)
 };
 
 /// Ranks → coordinates, groups, and which units each (stage, chunk) runs.
-/// Ranks are numbered as Megatron-LM does, tensor-parallel fastest, then data-parallel, then
-/// pipeline: rank = stage · dp · tp + dp_index · tp + tp_index, so a tensor-parallel group of
-/// ≤ gpus_per_node stays inside a node (and, with tp = 1, a data-parallel group of ≤ a node).
+/// Ranks are numbered as Megatron-LM does, tensor-parallel fastest, then context-parallel,
+/// then data-parallel, then pipeline: rank = ((stage · dp + dp_index) · cp + cp_index) · tp +
+/// tp_index, so a tensor-parallel group of ≤ gpus_per_node stays inside a node (and, with
+/// tp = cp = 1, a data-parallel group of ≤ a node).
 struct Layout {
-  int world = 1, dp = 1, pp = 1, tp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
+  int world = 1, dp = 1, pp = 1, tp = 1, cp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
   std::vector<RankCoord> coords;  ///< per rank
   std::vector<Unit> units;        ///< 0 embedding, 1..L blocks, L+1 head
   /// stage_chunk_units[stage][chunk] = [begin, end) of units; virtual stage = chunk·pp+stage
   std::vector<std::vector<std::pair<int, int>>> stage_chunk_units;
-  int rank_of(int stage, int dp_index, int tp_index = 0) const {
-    return (stage * dp + dp_index) * tp + tp_index;
+  int rank_of(int stage, int dp_index, int tp_index = 0, int cp_index = 0) const {
+    return ((stage * dp + dp_index) * cp + cp_index) * tp + tp_index;
   }
 };
 

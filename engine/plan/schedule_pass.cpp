@@ -24,7 +24,8 @@ Compute compute_op(const BuildContext& ctx, Phase phase, int stage, int chunk, i
   c.microbatch = mb;
   c.unit_begin = u0;
   c.unit_end = u1;
-  c.dtype = spec::compute_dtype(ctx.strategy().precision);
+  c.dtype = spec::gemm_dtype(ctx.strategy());
+  const bool fp8 = c.dtype == spec::DType::fp8;
   const int last = static_cast<int>(units.size()) - 1;
   c.kernels = 0;
   for (int u = u0; u < u1; ++u) {
@@ -32,19 +33,26 @@ Compute compute_op(const BuildContext& ctx, Phase phase, int stage, int chunk, i
     const int fwd_kernels = u == 0      ? kEmbeddingKernels
                             : u == last ? kHeadForwardKernels
                                         : kBlockForwardKernels;
+    // Under fp8 only the blocks' linear layers run in fp8; the LM head stays in 16 bits.
+    double& gemm = fp8 && u == last ? c.flops_16bit : c.flops;
     switch (phase) {
       case Phase::forward:
-        c.flops += unit.fwd_flops;
+        gemm += unit.fwd_flops;
+        c.attention_flops += unit.attn_fwd_flops;
         c.bytes += unit.full_act_bytes;
         c.kernels += fwd_kernels;
         break;
       case Phase::backward:
-        c.flops += 2.0 * unit.fwd_flops;
+        // Backward computes input and weight gradients: twice the forward's GEMM work; the
+        // fused attention backward recomputes the scores first (kFlashBackwardRatio).
+        gemm += 2.0 * unit.fwd_flops;
+        c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
         c.bytes += 2.0 * unit.full_act_bytes;
         c.kernels += 2 * fwd_kernels;
         break;
       case Phase::recompute:
-        c.flops += unit.recompute_flops;
+        gemm += unit.recompute_flops;
+        c.attention_flops += unit.recompute_attn_flops;
         c.bytes += unit.full_act_bytes - unit.act_bytes;
         c.kernels += fwd_kernels;
         break;
@@ -62,7 +70,7 @@ void build_steps(const BuildContext& ctx, RankDraft& d, const Granularity& g) {
   const auto& st = ctx.strategy();
   const Layout& L = ctx.layout();
   const int stage = d.stage;
-  const bool recompute = st.recompute != spec::Recompute::none;
+  const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
   const auto order = schedule_order(st.schedule, st.pp, stage, st.chunks, st.grad_accum);
   auto add_step = [&](Phase phase, int item, const ScheduleItem& it, int u0, int u1, bool first,
                       bool chain, std::vector<MemEffect> effects) {

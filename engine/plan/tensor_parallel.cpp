@@ -4,24 +4,47 @@
 #include <cmath>
 #include <map>
 
+#include "engine/plan/context_parallel.hpp"
 #include "engine/plan/schedule_pass.hpp"
 #include "engine/spec/tensor_shapes.hpp"
 
 namespace stratagem::plan {
 
 TpChains::TpChains(const spec::Scenario& s) {
-  sp_ = s.strategy.sequence_parallel;
-  split_ = spec::block_split(s.model, s.training.seq_len, s.strategy.tp, sp_);
-  const double tokens = static_cast<double>(s.training.seq_len) * s.strategy.micro_batch_size;
-  dtype_ = spec::compute_dtype(s.strategy.precision);
-  act_bytes_ = tokens * static_cast<double>(s.model.hidden) *
-               spec::compute_param_bytes(s.strategy.precision);
+  const auto& st = s.strategy;
+  tp_ = st.tp > 1;
+  sp_ = st.sequence_parallel;
+  cp_ = st.cp;
+  split_ = spec::block_split(s.model, s.training.seq_len, st.tp, sp_,
+                             st.attention == spec::Attention::flash);
+  // A context-parallel rank's tokens: s/cp of each sequence.
+  const double tokens = static_cast<double>(s.training.seq_len) / cp_ * st.micro_batch_size;
+  dtype_ = spec::compute_dtype(st.precision);
+  const double elem = spec::compute_param_bytes(st.precision);
+  act_bytes_ = tokens * static_cast<double>(s.model.hidden) * elem;
   logit_bytes_ = tokens * 4.0;  // one fp32 value per token
+  kv_bytes_ = context_kv_bytes(s);
+}
+
+std::vector<TpPiece> TpChains::attention_half(bool forward) const {
+  const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+  if (cp_ == 1) return {TpPiece{false, fa, ba, 1.0}};
+  // [norm, QKV] [core ‖ ring exchange] [projection]; the core's bytes are the fused kernel's
+  // (counted in its efficiency), the half's memory-bound bytes split around it.
+  const double fq = split_.qkv_flops_share;
+  const TpPiece pre{false, fq, ba / 2, 0.0}, core{false, 0.0, 0.0, 1.0},
+      post{false, fa - fq, ba / 2, 0.0};
+  std::vector<TpPiece> out;
+  for (const TpPiece& ring : context_exchange(forward, kv_bytes_, dtype_)) out.push_back(ring);
+  out.insert(out.begin(), forward ? pre : post);
+  out.push_back(core);
+  out.push_back(forward ? post : pre);
+  return out;
 }
 
 std::vector<TpPiece> TpChains::chain(int u, bool head, bool forward) const {
   using K = CollectiveKind;
-  auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes}; };
+  auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes, 1.0}; };
   auto coll = [](K k, double bytes, spec::DType dtype) {
     TpPiece p;
     p.collective = true;
@@ -32,6 +55,19 @@ std::vector<TpPiece> TpChains::chain(int u, bool head, bool forward) const {
   };
   auto act = [&](K k) { return coll(k, act_bytes_, dtype_); };
   const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+  if (!tp_) {  // context parallelism alone: only a block's attention half is split
+    if (u == 0 || head) return {compute(1, 1)};
+    std::vector<TpPiece> out = attention_half(forward);
+    const TpPiece mlp{false, 1 - fa, 1 - ba, 0.0};
+    if (forward) {
+      out.back().flops_share += mlp.flops_share;  // projection and MLP run back to back
+      out.back().bytes_share += mlp.bytes_share;
+    } else {
+      out.front().flops_share += mlp.flops_share;
+      out.front().bytes_share += mlp.bytes_share;
+    }
+    return out;
+  }
   if (u == 0) {  // vocab-parallel embedding
     if (forward) return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
     if (sp_) return {act(K::all_gather), compute(1, 1)};
@@ -48,18 +84,27 @@ std::vector<TpPiece> TpChains::chain(int u, bool head, bool forward) const {
     }
     return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
   }
+  const TpPiece mlp{false, 1 - fa, 1 - ba, 0.0};
+  std::vector<TpPiece> out;
+  auto append = [&](const std::vector<TpPiece>& pieces) {
+    out.insert(out.end(), pieces.begin(), pieces.end());
+  };
   if (forward) {
-    if (sp_) {
-      return {act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter),
-              act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter)};
-    }
-    return {compute(fa, ba), act(K::all_reduce), compute(1 - fa, 1 - ba), act(K::all_reduce)};
+    if (sp_) out.push_back(act(K::all_gather));
+    append(attention_half(true));
+    out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+    if (sp_) out.push_back(act(K::all_gather));
+    out.push_back(mlp);
+    out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+    return out;
   }
-  if (sp_) {
-    return {act(K::all_gather), compute(1 - fa, 1 - ba), act(K::reduce_scatter),
-            act(K::all_gather), compute(fa, ba),         act(K::reduce_scatter)};
-  }
-  return {compute(1 - fa, 1 - ba), act(K::all_reduce), compute(fa, ba), act(K::all_reduce)};
+  if (sp_) out.push_back(act(K::all_gather));
+  out.push_back(mlp);
+  out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+  if (sp_) out.push_back(act(K::all_gather));
+  append(attention_half(false));
+  out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+  return out;
 }
 
 namespace {
@@ -75,7 +120,7 @@ class TensorParallel {
       for (DraftRef& dep : d_.op(s.first()).deps) {
         if (auto it = end_of.find(dep); it != end_of.end()) dep = it->second;
       }
-      if (s.phase == Phase::recompute && ctx_.strategy().recompute != spec::Recompute::full) {
+      if (s.phase == Phase::recompute && spec::effective_recompute(ctx_.strategy()) != spec::Recompute::full) {
         continue;  // selective: the attention core alone, all local
       }
       const DraftRef head = s.first();
@@ -88,7 +133,12 @@ class TensorParallel {
   void split(Step& s) {
     const DraftRef head = s.first();
     const bool forward = s.phase != Phase::backward;
-    std::vector<std::pair<Stream, Payload>> chain;
+    struct Link {
+      Stream stream;
+      Payload payload;
+      bool alongside;  // a context collective: runs beside the next compute piece
+    };
+    std::vector<Link> chain;
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
@@ -97,28 +147,54 @@ class TensorParallel {
           parts.begin(), parts.end(), [](const TpPiece& p) { return !p.collective; }));
       for (const TpPiece& p : parts) {
         if (p.collective) {
-          Collective c = draft_collective(ctx_, p.kind, CommPurpose::tensor_parallel,
-                                          ctx_.tp_group[d_.rank], p.bytes, -1, u, u + 1);
+          const bool ring = p.context;
+          Collective c = draft_collective(
+              ctx_, p.kind, ring ? CommPurpose::context_parallel : CommPurpose::tensor_parallel,
+              ring ? ctx_.cp_group[d_.rank] : ctx_.tp_group[d_.rank], p.bytes, -1, u, u + 1);
           c.dtype = p.dtype;
-          chain.emplace_back(Stream::tp, c);
+          chain.push_back({ring ? Stream::cp : Stream::tp, c, ring});
           continue;
         }
         Compute c = unit;
         c.flops = unit.flops * p.flops_share;
+        c.flops_16bit = unit.flops_16bit * p.flops_share;
+        c.attention_flops = unit.attention_flops * p.attention_share;
         c.bytes = unit.bytes * p.bytes_share;
         c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
-        chain.emplace_back(Stream::compute, c);
+        chain.push_back({Stream::compute, c, false});
       }
     }
     // The step's op becomes the chain's first (keeping its deps and start effects); the rest
-    // follow it, each waiting for the one before; end effects move to the last.
+    // follow it, each waiting for the one before, except that context collectives and the
+    // compute piece after them both wait for the piece before them, and the next piece waits
+    // for all of them. End effects move to the last.
     std::vector<MemEffect> effects = std::move(d_.op(head).effects);
-    d_.op(head).stream = chain.front().first;
-    d_.op(head).payload = chain.front().second;
+    d_.op(head).stream = chain.front().stream;
+    d_.op(head).payload = chain.front().payload;
     d_.op(head).effects.clear();
     std::vector<DraftRef> body = {head};
+    DraftRef critical = head;        // what the next piece waits for
+    std::vector<DraftRef> alongside;  // context collectives in flight
+    bool join_next = false;          // the piece after the overlapped compute joins them
     for (std::size_t k = 1; k < chain.size(); ++k) {
-      body.push_back(d_.add(chain[k].first, chain[k].second, {body.back()}));
+      const Link& link = chain[k];
+      if (link.alongside) {
+        body.push_back(d_.add(link.stream, link.payload, {critical}));
+        alongside.push_back(body.back());
+        continue;
+      }
+      std::vector<DraftRef> deps = {critical};
+      if (join_next) {
+        deps.insert(deps.end(), alongside.begin(), alongside.end());
+        alongside.clear();
+        join_next = false;
+      }
+      body.push_back(d_.add(link.stream, link.payload, std::move(deps)));
+      critical = body.back();
+      if (!alongside.empty()) join_next = true;
+    }
+    if (!alongside.empty()) {  // a chain never ends on its overlapped piece; stay safe
+      body.push_back(d_.add(Stream::compute, Compute{}, alongside));
     }
     s.body = std::move(body);
     for (const MemEffect& e : effects) add_effect(d_, s, e);
@@ -134,7 +210,7 @@ class TensorParallel {
 }  // namespace
 
 void split_tensor_parallel(BuildContext& ctx, RankDraft& d) {
-  if (ctx.strategy().tp <= 1) return;
+  if (ctx.strategy().tp <= 1 && ctx.strategy().cp <= 1) return;
   TensorParallel(ctx, d).run();
 }
 

@@ -1,5 +1,5 @@
 #pragma once
-// Tensor-parallel pass (tp > 1; runs right after the schedule pass): Megatron-LM's tensor
+// Tensor- and context-parallel pass (tp > 1 or cp > 1; runs right after the schedule pass): Megatron-LM's tensor
 // parallelism (Shoeybi et al. 2019) and sequence parallelism (Korthikanti et al. 2022) inside
 // each unit. The units' FLOPs, parameters and activation bytes are already one TP rank's
 // (make_units); this pass splits each compute step where Megatron communicates and puts the
@@ -33,27 +33,35 @@
 
 namespace stratagem::plan {
 
-/// One piece of a unit's tensor-parallel chain: a share of its compute op, or a collective
-/// on the TP group (bytes: the full buffer on each rank).
+/// One piece of a unit's chain: a share of its compute op (GEMM FLOPs, fused-attention FLOPs
+/// and memory-bound bytes), or a collective (bytes: the full buffer on each rank) on the TP
+/// group or, `context`, on the context-parallel ring; a context collective runs alongside the
+/// compute piece that follows it (ring attention overlaps the K/V exchange with the attention
+/// core), and the piece after that waits for both.
 struct TpPiece {
   bool collective = false;
-  double flops_share = 0, bytes_share = 0;
+  double flops_share = 0, bytes_share = 0, attention_share = 0;
   CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes = 0;
   spec::DType dtype = spec::DType::bf16;
+  bool context = false;
 };
 
 /// The chains above for one scenario: unit 0 is the embedding, `head` the output unit, any
-/// other a block; `forward` also for a full recompute.
+/// other a block; `forward` also for a full recompute. With context parallelism (cp > 1) a
+/// block's attention half is [norm, QKV] [core ‖ K/V exchange] [projection] (backward: the
+/// core's backward alongside the K/V all-gather and the dK/dV reduce-scatter; context_parallel.hpp).
 class TpChains {
  public:
   explicit TpChains(const spec::Scenario& scenario);
   std::vector<TpPiece> chain(int unit, bool head, bool forward) const;
 
  private:
-  bool sp_ = false;
+  std::vector<TpPiece> attention_half(bool forward) const;
+  bool tp_ = false, sp_ = false;
+  int cp_ = 1;
   spec::BlockSplit split_;
-  double act_bytes_ = 0, logit_bytes_ = 0;
+  double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
   spec::DType dtype_ = spec::DType::bf16;
 };
 

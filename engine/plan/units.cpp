@@ -49,7 +49,8 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   const auto& st = s.strategy;
   const double b = st.micro_batch_size;
   const double seq = static_cast<double>(s.training.seq_len);
-  const double tokens = b * seq;
+  // A context-parallel rank holds s/cp tokens of each sequence (attending to all s keys).
+  const double tokens = b * seq / st.cp;
   const double elem = st.precision == spec::Precision::no ? 4.0 : 2.0;
   if (m.measured) return make_measured_units(s, elem);
   // One tensor-parallel rank's share (tensor_shapes.hpp); tp = 1 is the whole model.
@@ -57,6 +58,8 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   const double t = tp;
   const double vocab = static_cast<double>(spec::padded_vocab(m, tp));
   const double word_table = spec::word_table_params_tp(m, tp);
+  const spec::Recompute recompute = spec::effective_recompute(st);
+  const bool flash = st.attention == spec::Attention::flash;
   std::vector<Unit> units;
   units.reserve(static_cast<std::size_t>(m.layers) + 2);
 
@@ -69,30 +72,38 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   Unit block;
   block.params = spec::block_params_tp(m, tp);
   block.gather_params = block.params;
-  block.fwd_flops = tokens * spec::block_forward_flops_per_token(m, s.training.seq_len);
-  if (tp > 1) block.fwd_flops /= t;
-  const spec::ActivationLayout act{tp, st.sequence_parallel};
+  // The attention core, Q·Kᵀ and attention·V: 4·s·h FLOPs per token (Megatron's count, no
+  // causal saving), /tp (heads are split). Eager attention runs it as batched GEMMs; the fused
+  // kernel skips the masked half of a causal model's s×s blocks (FlashAttention counts it so).
+  const double core = 4.0 * tokens * seq * static_cast<double>(m.hidden) / t;
+  block.fwd_flops = tokens * spec::block_forward_flops_per_token(m, s.training.seq_len) / t;
+  if (flash) {
+    block.fwd_flops -= core;
+    block.attn_fwd_flops = core * (m.kind == spec::ModelKind::decoder ? 0.5 : 1.0);
+  }
+  const spec::ActivationLayout act{tp, st.sequence_parallel, st.cp, flash,
+                                   st.precision == spec::Precision::fp8};
   block.act_bytes = spec::activation_bytes_per_layer(m, s.training.seq_len, st.micro_batch_size,
-                                                     st.recompute, elem, act);
+                                                     recompute, elem, act);
   block.full_act_bytes = spec::activation_bytes_per_layer(
       m, s.training.seq_len, st.micro_batch_size, spec::Recompute::none, elem, act);
-  switch (st.recompute) {
+  switch (recompute) {
     case spec::Recompute::none:
       block.recompute_flops = 0;
       break;
     case spec::Recompute::full:
       block.recompute_flops = block.fwd_flops;
+      block.recompute_attn_flops = block.attn_fwd_flops;
       break;
     case spec::Recompute::selective:
-      // Only the attention core (softmax(QKᵀ)·V) is recomputed: 4·b·s²·h FLOPs (/tp: heads
-      // are split).
-      block.recompute_flops = 4.0 * tokens * seq * static_cast<double>(m.hidden);
-      if (tp > 1) block.recompute_flops /= t;
+      // Only the (eager) attention core, softmax(QKᵀ)·V, is recomputed: 4·b·s²·h FLOPs /tp.
+      block.recompute_flops = core;
       break;
   }
   // The smallest GEMM dimension; tensor parallelism shards the hidden one (QKV and MLP-in
   // outputs, projection and MLP-out inputs).
   block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden) / t);
+  block.linear_params = spec::block_matmul_params(m) / t;
   for (std::int64_t l = 1; l <= m.layers; ++l) {
     block.name = "block " + std::to_string(l);
     units.push_back(block);
@@ -118,6 +129,32 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   head.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
   units.push_back(head);
   return units;
+}
+
+double gather_bytes(const spec::StrategySpec& st, const Unit& u) {
+  const double c = spec::compute_param_bytes(st.precision);
+  if (st.fp8_all_gather) return u.linear_params + c * (u.gather_params - u.linear_params);
+  return c * u.gather_params;
+}
+
+double gathered_bytes(const spec::StrategySpec& st, const Unit& u) {
+  const bool casts = st.precision == spec::Precision::fp8 && !st.fp8_all_gather;
+  return gather_bytes(st, u) + (casts ? kFp8CopyBytesPerParam * u.linear_params : 0.0);
+}
+
+double fp8_resident_bytes(const spec::StrategySpec& st, const std::vector<Unit>& units,
+                          const std::vector<std::pair<int, int>>& chunks) {
+  if (st.precision != spec::Precision::fp8) return 0;
+  const bool copies = !spec::shards_parameters(st.sharding);
+  double bytes = 0;
+  for (const auto& [b, e] : chunks) {
+    for (int u = b; u < e; ++u) {
+      if (units[u].linear_params <= 0) continue;
+      if (copies) bytes += kFp8CopyBytesPerParam * units[u].linear_params;
+      bytes += kFp8LinearsPerBlock * kFp8TensorsPerLinear * (kFp8AmaxHistory + 2) * 4.0;
+    }
+  }
+  return bytes;
 }
 
 std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, int chunks) {

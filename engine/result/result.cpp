@@ -52,6 +52,8 @@ const char* to_string(CommCategory c) {
       return "pipeline";
     case CommCategory::tensor_parallel:
       return "tensor_parallel";
+    case CommCategory::context_parallel:
+      return "context_parallel";
   }
   return "?";
 }
@@ -68,6 +70,8 @@ CommCategory comm_category(plan::CommPurpose p) {
       return CommCategory::found_inf;
     case plan::CommPurpose::tensor_parallel:
       return CommCategory::tensor_parallel;
+    case plan::CommPurpose::context_parallel:
+      return CommCategory::context_parallel;
   }
   return CommCategory::grad_sync;
 }
@@ -118,10 +122,10 @@ const RankResult& RunResult::resolved(int rank) const {
 
 namespace {
 
-constexpr int kCommPurposeCount = 5;
-static_assert(static_cast<int>(plan::CommPurpose::tensor_parallel) == kCommPurposeCount - 1);
-constexpr int kDTypeCount = 4;
-static_assert(static_cast<int>(spec::DType::bf16) == kDTypeCount - 1);
+constexpr int kCommPurposeCount = 6;
+static_assert(static_cast<int>(plan::CommPurpose::context_parallel) == kCommPurposeCount - 1);
+constexpr int kDTypeCount = 5;
+static_assert(static_cast<int>(spec::DType::fp8) == kDTypeCount - 1);
 
 const std::vector<std::string> kSpanColumns = {
     "op",         "kind",     "stream", "purpose", "stage", "chunk",   "microbatch",

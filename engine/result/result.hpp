@@ -57,9 +57,10 @@ enum class CommCategory : std::uint8_t {
   tied_embedding,
   found_inf,
   pipeline,
-  tensor_parallel
+  tensor_parallel,
+  context_parallel
 };
-inline constexpr int kCommCategoryCount = 6;
+inline constexpr int kCommCategoryCount = 7;
 const char* to_string(CommCategory c);
 /// The category a collective of this purpose counts in.
 CommCategory comm_category(plan::CommPurpose p);

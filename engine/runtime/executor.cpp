@@ -380,7 +380,7 @@ Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, con
   const auto& sc = plan.scenario;
   const bool head_copy = sc.model.tied_embeddings && sc.strategy.pp > 1;
   units_ = std::make_unique<GptUnits>(sc.model, sc.training.seq_len, head_copy,
-                                      Numerics::of(sc.strategy.precision, device), device);
+                                      Numerics::of(sc.strategy, device), device);
   state_ =
       std::make_unique<ModelState>(plan, rank, *units_, options_.seed, options_.optimizer, device);
   if (sc.strategy.precision == spec::Precision::fp16) {

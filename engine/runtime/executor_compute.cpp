@@ -60,7 +60,7 @@ void Executor::Run::forward(const plan::Op& op, const plan::Compute& c) {
     const std::int64_t s = plan.scenario.training.seq_len;
     at::Tensor input = u == 0 ? tokens.narrow(1, 0, s) : x;
     at::Tensor targets = u == head_unit ? tokens.narrow(1, 1, s) : at::Tensor();
-    const auto rc = recomputed.count(unit_key(c.microbatch, u)) ? plan.scenario.strategy.recompute
+    const auto rc = recomputed.count(unit_key(c.microbatch, u)) ? spec::effective_recompute(plan.scenario.strategy)
                                                                 : spec::Recompute::none;
     const std::int64_t before = meter.live_bytes();
     UnitActivation act =

@@ -88,6 +88,17 @@ void check_runtime_model(const spec::ModelSpec& m) {
 }
 
 void check_runtime_strategy(const spec::StrategySpec& st) {
+  if (st.cp > 1) {
+    throw SpecError("strategy.cp",
+                    "the real runtime does not execute context parallelism (cp = " +
+                        std::to_string(st.cp) +
+                        "); simulate it with `stratagem sim` or `stratagem compare`");
+  }
+  if (st.precision == spec::Precision::fp8) {
+    throw SpecError("strategy.mixed_precision",
+                    "the real runtime has no fp8 GEMMs (Transformer Engine or torchao float8 on "
+                    "Hopper and later); simulate fp8, or run with bf16");
+  }
   if (st.tp > 1) {
     throw SpecError(
         "strategy.tp",

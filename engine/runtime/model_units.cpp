@@ -1,5 +1,7 @@
 #include "engine/runtime/model_units.hpp"
 
+#include "engine/runtime/fused_attention.hpp"
+
 #include <cmath>
 #include <limits>
 
@@ -63,12 +65,14 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 
 }  // namespace
 
-Numerics Numerics::of(spec::Precision precision, const c10::Device& device) {
+Numerics Numerics::of(const spec::StrategySpec& strategy, const c10::Device& device) {
   Numerics n;
-  switch (precision) {
+  n.fused_attention = strategy.attention == spec::Attention::flash;
+  switch (strategy.precision) {
     case spec::Precision::no:
       break;
     case spec::Precision::bf16:
+    case spec::Precision::fp8:  // refused by check_runtime_strategy; its 16-bit part is bf16
       n.param_dtype = n.boundary_dtype = at::kBFloat16;
       n.autocast = true;
       break;
@@ -218,6 +222,9 @@ at::Tensor GptUnits::attention_core(const at::Tensor& q, const at::Tensor& k,
                                     const at::Tensor& v) const {
   const double scale = 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
   const std::int64_t s = q.size(2);
+  if (numerics_.fused_attention) {
+    return fused_attention(q, k, v, causal_mask_.narrow(0, 0, s).narrow(1, 0, s), scale);
+  }
   auto scores = at::matmul(q, k.transpose(-2, -1)) * scale;
   scores = scores.masked_fill(causal_mask_.narrow(0, 0, s).narrow(1, 0, s),
                               -std::numeric_limits<double>::infinity());

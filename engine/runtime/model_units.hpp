@@ -28,9 +28,10 @@ struct Numerics {
   at::ScalarType boundary_dtype = at::kFloat;  ///< hidden states and their gradients between units
   bool autocast = false;                       ///< run forwards under autocast (to param_dtype)
   bool fp32_compute = false;                   ///< CPU fp16: compute in fp32 from fp16 storage
+  bool fused_attention = false;  ///< attention 'flash': fused_attention.hpp, else eager kernels
 
-  /// What `precision` means on `device` (see the header comment).
-  static Numerics of(spec::Precision precision, const c10::Device& device);
+  /// What the strategy's precision and attention mean on `device` (see the header comment).
+  static Numerics of(const spec::StrategySpec& strategy, const c10::Device& device);
 };
 
 /// What one unit's forward on one micro-batch keeps for its recompute and backward.

@@ -19,11 +19,14 @@ const char* to_string(DType d) {
       return "fp16";
     case DType::bf16:
       return "bf16";
+    case DType::fp8:
+      return "fp8";
   }
   return "?";
 }
 
 double dtype_bytes(DType d) {
+  if (d == DType::fp8) return 1.0;
   return d == DType::fp16 || d == DType::bf16 ? 2.0 : 4.0;
 }
 
@@ -37,6 +40,8 @@ units::FlopsPerS GpuSpec::peak(DType d) const {
       return peak_fp16;
     case DType::bf16:
       return peak_bf16;
+    case DType::fp8:
+      return peak_fp8;
   }
   return peak_fp32;
 }
@@ -54,12 +59,19 @@ double EfficiencyCurve::at(double d) const {
 
 const EfficiencyCurve& GpuSpec::efficiency(DType d) const {
   const auto it = matmul_efficiency_by_dtype.find(d);
-  return it != matmul_efficiency_by_dtype.end() ? it->second : matmul_efficiency;
+  if (it != matmul_efficiency_by_dtype.end()) return it->second;
+  if (d == DType::fp8 && fp8_matmul_efficiency) return *fp8_matmul_efficiency;
+  return matmul_efficiency;
+}
+
+double GpuSpec::attention_efficiency(bool backward) const {
+  if (!attention_given) return matmul_efficiency.max;
+  return backward ? attention_backward_efficiency : attention_forward_efficiency;
 }
 
 namespace {
 
-constexpr DType kDTypes[] = {DType::fp32, DType::tf32, DType::fp16, DType::bf16};
+constexpr DType kDTypes[] = {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8};
 
 EfficiencyCurve parse_curve(const nlohmann::json& object, const std::string& path,
                             EfficiencyCurve curve) {
@@ -186,6 +198,7 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   g.peak_tf32 = units::tflops_to_flops(p.number_or("tf32", g.peak_fp32 / units::kTera, 1e-6, 1e6));
   g.peak_fp16 = units::tflops_to_flops(p.number_or("fp16", g.peak_fp32 / units::kTera, 1e-6, 1e6));
   g.peak_bf16 = units::tflops_to_flops(p.number_or("bf16", g.peak_fp16 / units::kTera, 1e-6, 1e6));
+  if (p.has("fp8")) g.peak_fp8 = units::tflops_to_flops(p.number("fp8", 1e-6, 1e6));
   p.finish();
   g.hbm_bandwidth = units::gbps_to_bytes_per_s(r.number("hbm_GBps", 1e-3, 1e6));
   if (const nlohmann::json* eff = r.find("matmul_efficiency")) {
@@ -199,6 +212,22 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
       }
     }
     b.finish();
+  }
+  if (const nlohmann::json* eff = r.find("fp8_matmul_efficiency")) {
+    if (g.peak_fp8 <= 0) {
+      throw SpecError(r.child_path("fp8_matmul_efficiency"),
+                      "the GPU has no fp8 peak (peak_tflops.fp8)");
+    }
+    g.fp8_matmul_efficiency =
+        parse_curve(*eff, r.child_path("fp8_matmul_efficiency"), g.matmul_efficiency);
+  }
+  if (const nlohmann::json* att = r.find("attention_efficiency")) {
+    ObjectReader a(*att, r.child_path("attention_efficiency"));
+    a.allow({"source"});
+    g.attention_forward_efficiency = a.number("forward", 0.01, 1.0);
+    g.attention_backward_efficiency = a.number("backward", 0.01, 1.0);
+    g.attention_given = true;
+    a.finish();
   }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
   if (const nlohmann::json* mu = r.find("measured_units")) {
@@ -252,6 +281,15 @@ ClusterSpec parse_cluster(const nlohmann::json& object, const std::string& path)
   c.name = r.string_or("name", "custom");
   c.nodes = static_cast<int>(r.integer_or("nodes", 1, 1, 1 << 20));
   c.gpus_per_node = static_cast<int>(r.integer("gpus_per_node", 1, 1024));
+  if (r.has("nvlink_domain_gpus")) {
+    c.nvlink_domain_gpus = static_cast<int>(r.integer("nvlink_domain_gpus", 1, 1 << 20));
+    if (c.nvlink_domain_gpus % c.gpus_per_node != 0) {
+      throw SpecError(r.child_path("nvlink_domain_gpus"),
+                      std::to_string(c.nvlink_domain_gpus) +
+                          " must be a multiple of gpus_per_node (" +
+                          std::to_string(c.gpus_per_node) + "): a domain is whole nodes");
+    }
+  }
   const nlohmann::json* gpu = r.find("gpu");
   if (!gpu) throw SpecError(r.child_path("gpu"), "missing required key");
   c.gpu =
@@ -284,6 +322,12 @@ nlohmann::json to_json(const GpuSpec& g) {
                       {"hbm_GBps", g.hbm_bandwidth / units::kGB},
                       {"matmul_efficiency", curve_json(g.matmul_efficiency)},
                       {"kernel_launch_us", g.kernel_launch_s / units::kMicro}};
+  if (g.peak_fp8 > 0) j["peak_tflops"]["fp8"] = g.peak_fp8 / units::kTera;
+  if (g.fp8_matmul_efficiency) j["fp8_matmul_efficiency"] = curve_json(*g.fp8_matmul_efficiency);
+  if (g.attention_given) {
+    j["attention_efficiency"] = {{"forward", g.attention_forward_efficiency},
+                                 {"backward", g.attention_backward_efficiency}};
+  }
   if (!g.matmul_efficiency_by_dtype.empty()) {
     nlohmann::json& by = j["matmul_efficiency_by_dtype"] = nlohmann::json::object();
     for (const auto& [d, c] : g.matmul_efficiency_by_dtype) by[to_string(d)] = curve_json(c);
@@ -303,6 +347,7 @@ nlohmann::json to_json(const ClusterSpec& c) {
                       {"gpu", to_json(c.gpu)},
                       {"intra_node", link(c.intra_node)},
                       {"inter_node", link(c.inter_node)}};
+  if (c.nvlink_domain_gpus > 0) j["nvlink_domain_gpus"] = c.nvlink_domain_gpus;
   if (c.calibration) {
     const CommCalibration& cal = *c.calibration;
     nlohmann::json k = {{"profile", cal.profile},

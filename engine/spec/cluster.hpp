@@ -15,7 +15,8 @@
 
 namespace stratagem::spec {
 
-enum class DType { fp32, tf32, fp16, bf16 };
+/// fp8: E4M3 GEMMs (Transformer Engine / torchao float8; stored as 1 byte).
+enum class DType { fp32, tf32, fp16, bf16, fp8 };
 const char* to_string(DType d);
 /// Bytes per element of a storage dtype (tf32 is stored as fp32).
 double dtype_bytes(DType d);
@@ -59,15 +60,27 @@ struct GpuSpec {
   units::FlopsPerS peak_tf32 = 0;
   units::FlopsPerS peak_fp16 = 0;
   units::FlopsPerS peak_bf16 = 0;
+  units::FlopsPerS peak_fp8 = 0;  ///< dense FP8 tensor-core peak; 0: the part has no fp8
   units::BytesPerS hbm_bandwidth = 0;
   EfficiencyCurve matmul_efficiency;
   /// Per-dtype curves that replace `matmul_efficiency` for their dtype (a calibrated device's
   /// bf16 GEMMs saturate at other sizes than its fp32 ones). Empty for the presets.
   std::map<DType, EfficiencyCurve> matmul_efficiency_by_dtype;
+  /// fp8 GEMMs: their own curve (the fraction of the fp8 peak cuBLASLt reaches is lower than
+  /// at 16 bits); unset: `matmul_efficiency`.
+  std::optional<EfficiencyCurve> fp8_matmul_efficiency;
+  /// The fused (FlashAttention-style) attention kernel's achieved fraction of the 16-bit peak,
+  /// forward and backward, counting the FLOPs it executes (a causal mask skips half). Unset
+  /// (`attention_given` false): the GEMM curve's maximum, stated by `info`.
+  double attention_forward_efficiency = 0;
+  double attention_backward_efficiency = 0;
+  bool attention_given = false;
   units::Seconds kernel_launch_s = 5e-6;
   std::vector<MeasuredUnits> measured_units;  ///< from a profile; empty for the presets
   units::FlopsPerS peak(DType d) const;
   const EfficiencyCurve& efficiency(DType d) const;
+  /// Fraction of peak(16-bit dtype) the fused attention kernel reaches in forward (or backward).
+  double attention_efficiency(bool backward) const;
 };
 
 struct LinkSpec {
@@ -108,11 +121,15 @@ struct ClusterSpec {
   std::string name;
   int nodes = 1;
   int gpus_per_node = 1;
+  /// GPUs that share one NVLink/NVSwitch domain (GB200 NVL72: 72 over 18 trays of 4); a
+  /// multiple of gpus_per_node. Links inside a domain use `intra_node`. Default: one node.
+  int nvlink_domain_gpus = 0;
   GpuSpec gpu;
   LinkSpec intra_node;
   LinkSpec inter_node;
   std::optional<CommCalibration> calibration;  ///< from a hardware profile (apply_profile)
   int world_size() const { return nodes * gpus_per_node; }
+  int domain_gpus() const { return nvlink_domain_gpus > 0 ? nvlink_domain_gpus : gpus_per_node; }
 };
 
 /// The "measured_units" list of a GPU object or a profile's device (keys in microseconds).

@@ -16,8 +16,6 @@ double norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2.0 * m.hidden : 1.0 * m.hidden;
 }
 
-namespace {
-
 double block_matmul_params(const ModelSpec& m) {
   if (m.measured) return block_params(m);
   if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
@@ -26,6 +24,8 @@ double block_matmul_params(const ModelSpec& m) {
   const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
   return attention + mlp;
 }
+
+namespace {
 
 MeasuredUnit parse_measured_unit(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
@@ -248,29 +248,15 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
     return b * mean_block(*m.measured, &MeasuredUnit::activation_bytes) * scale;
   }
   const double scale = bytes_per_element / 2.0;  // the table is for 16-bit activations
-  if (layout.tp > 1) {
-    const double t = layout.tp;
-    const bool sp = layout.sequence_parallel;
-    switch (recompute) {
-      case Recompute::full:
-        return 2.0 * s * b * h * scale / (sp ? t : 1.0);
-      case Recompute::selective:
-        return s * b * h * (sp ? 34.0 / t : 10.0 + 24.0 / t) * scale;
-      case Recompute::none:
-        break;
-    }
-    const double scores = 5.0 * a * s / h;
-    return s * b * h * (sp ? (34.0 + scores) / t : 10.0 + (24.0 + scores) / t) * scale;
-  }
-  switch (recompute) {
-    case Recompute::full:
-      return 2.0 * s * b * h * scale;
-    case Recompute::selective:
-      return 34.0 * s * b * h * scale;
-    case Recompute::none:
-      break;
-  }
-  return s * b * h * (34.0 + 5.0 * a * s / h) * scale;
+  const double t = layout.tp, local = s / layout.cp;
+  const double c = layout.sequence_parallel ? 1.0 / t : 1.0;
+  const double sbh = local * b * h;
+  if (recompute == Recompute::full) return 2.0 * c * sbh * scale;
+  double bytes = sbh * (10.0 * c + 24.0 / t) * scale;
+  if (layout.fp8_inputs) bytes -= sbh * (2.0 * c + 5.0 / t);
+  if (recompute == Recompute::selective) return bytes;
+  if (layout.flash) return bytes + 4.0 * a / t * local * b;
+  return bytes + 5.0 * a * s * s * b / t * scale;
 }
 
 double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
@@ -279,7 +265,7 @@ double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int6
     return static_cast<double>(micro_batch) * m.measured->output.activation_bytes *
            bytes_per_element / m.measured->element_bytes;
   }
-  const double sb = static_cast<double>(seq_len) * static_cast<double>(micro_batch);
+  const double sb = static_cast<double>(seq_len) / layout.cp * static_cast<double>(micro_batch);
   if (layout.tp > 1) {
     const double t = layout.tp;
     const double input =

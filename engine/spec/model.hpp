@@ -93,6 +93,8 @@ double embedding_params(const ModelSpec& m);
 double head_params(const ModelSpec& m);
 /// All parameters, counted once (tied embeddings shared).
 double total_params(const ModelSpec& m);
+/// The weight matrices of one block (q, k, v, o and the MLP's; no biases or norms).
+double block_matmul_params(const ModelSpec& m);
 /// Weights that take part in matrix multiplies per token (blocks' matrices + LM head).
 double matmul_params(const ModelSpec& m);
 
@@ -107,27 +109,39 @@ double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 /// Forward FLOPs of the head per token (2·V·h; a measured model's output unit / seq_len).
 double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 
-/// How a block's activations are spread over tensor-parallel ranks (Megatron-LM).
+/// How a block's activations are laid out on one rank: spread over tensor-parallel ranks
+/// (Megatron-LM TP/SP) and context-parallel ranks (each holds s/cp tokens), which attention
+/// kernel runs, and whether the linear layers' saved inputs are fp8 (Transformer Engine).
 struct ActivationLayout {
   int tp = 1;
   bool sequence_parallel = false;
+  int cp = 1;
+  bool flash = false;      ///< fused attention: no s×s tensors, a fp32 log-sum-exp per row
+  bool fp8_inputs = false;  ///< the linear layers' inputs saved in fp8 (1 byte, not 2)
 };
 
-/// Activation bytes one block keeps for backward, per micro-batch, on one tensor-parallel
-/// rank, at 16-bit precision (Korthikanti et al. 2022, table 2; t = tp, a = heads):
-///   no recomputation       s·b·h·(10 + 24/t + 5·a·s/(h·t));  with SP s·b·h·(34 + 5·a·s/h)/t
-///   selective recompute    s·b·h·(10 + 24/t);                with SP 34·s·b·h/t
-///   full recompute         2·s·b·h (the block input only);   with SP 2·s·b·h/t
-/// t = 1 gives s·b·h·(34 + 5·a·s/h), 34·s·b·h, 2·s·b·h. fp32 training doubles it.
+/// Activation bytes one block keeps for backward, per micro-batch, on one rank, at 16-bit
+/// precision (Korthikanti et al. 2022, table 2), with t = tp, a = heads, s' = s/cp the rank's
+/// tokens, c = 1/t with sequence parallelism (the norms, dropout and residuals split too),
+/// else 1:
+///   selective recompute  s'·b·h·(10·c + 24/t)    (t = 1: 34·s·b·h)
+///   no recomputation     the above + eager: 5·a·s²·b/t (softmax output, its dropout mask and
+///                        output); flash: 4·a·s'·b/t (the fp32 log-sum-exp per head and row;
+///                        FlashAttention keeps the output, already counted, and recomputes
+///                        the scores in backward)
+///   full recompute       2·c·s'·b·h (the block input only)
+/// fp8 linear inputs (not with full recompute, whose input is a norm's) save half of the four
+/// linear layers' saved inputs — QKV and MLP-in 2·c each, projection 2/t, MLP-out 8/t — i.e.
+/// s'·b·h·(2·c + 5/t). fp32 training doubles the 16-bit terms (not the fp32 log-sum-exp).
 /// A measured model: its blocks' mean measured bytes (selective recomputation keeps them all:
 /// the attention core is not known), the block input (boundary) with full recomputation.
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
                                   std::int64_t micro_batch, Recompute recompute,
                                   double bytes_per_element = 2.0, ActivationLayout layout = {});
 
-/// Activation bytes the output unit keeps per micro-batch on one tensor-parallel rank: the
-/// final norm's input in the activation dtype (s·b·h·e, /t with sequence parallelism) and the
-/// fp32 logits cross-entropy keeps (4·s·b·V; vocab-parallel with TP: 4·s·b·V_padded/t).
+/// Activation bytes the output unit keeps per micro-batch on one rank: the final norm's input
+/// in the activation dtype (s'·b·h·e, /t with sequence parallelism) and the fp32 logits
+/// cross-entropy keeps (4·s'·b·V; vocab-parallel with TP: 4·s'·b·V_padded/t), s' = s/cp.
 double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
                              double bytes_per_element = 2.0, ActivationLayout layout = {});
 

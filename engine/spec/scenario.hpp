@@ -18,7 +18,7 @@ struct Scenario {
   StrategySpec strategy;
   TrainingSpec training;
 
-  int world_size() const { return strategy.dp * strategy.tp * strategy.pp; }
+  int world_size() const { return strategy.dp * strategy.tp * strategy.cp * strategy.pp; }
   /// Micro-batches per optimizer step per pipeline (== grad_accum).
   int micro_batches() const { return strategy.grad_accum; }
   std::int64_t tokens_per_step() const { return training.global_batch * training.seq_len; }

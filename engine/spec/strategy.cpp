@@ -45,8 +45,14 @@ const char* to_string(Precision p) {
       return "fp16";
     case Precision::bf16:
       return "bf16";
+    case Precision::fp8:
+      return "fp8";
   }
   return "?";
+}
+
+const char* to_string(Attention a) {
+  return a == Attention::flash ? "flash" : "eager";
 }
 
 const char* to_string(Optimizer o) {
@@ -121,6 +127,15 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.pp = static_cast<int>(r.integer_or("pp", 1, 1, 1 << 16));
   s.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 10));
   s.sequence_parallel = r.boolean_or("sequence_parallel", false);
+  s.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 10));
+  s.attention = r.choice_or("attention", "flash", {"flash", "eager"}) == "eager"
+                    ? Attention::eager
+                    : Attention::flash;
+  if (s.cp > 1 && s.attention == Attention::eager) {
+    throw SpecError(r.child_path("attention"),
+                    "context parallelism runs ring attention in the fused kernel (Megatron-LM's "
+                    "CP needs Transformer Engine's flash/fused attention); use attention 'flash'");
+  }
   const std::string schedule = r.choice_or("schedule", "1f1b", {"gpipe", "1f1b", "interleaved"});
   s.schedule = schedule == "gpipe"         ? Schedule::gpipe
                : schedule == "interleaved" ? Schedule::interleaved
@@ -137,8 +152,21 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.grad_accum = static_cast<int>(r.integer_or("grad_accum", 0, 1, kMaxMicroBatches));  // 0: derive
   s.sharding = r.has("sharding") ? parse_sharding(r.string("sharding"), r.child_path("sharding"))
                                  : Sharding::none;
-  const std::string mp = r.choice_or("mixed_precision", "no", {"no", "fp16", "bf16"});
-  s.precision = mp == "fp16" ? Precision::fp16 : mp == "bf16" ? Precision::bf16 : Precision::no;
+  const std::string mp = r.choice_or("mixed_precision", "no", {"no", "fp16", "bf16", "fp8"});
+  s.precision = mp == "fp16"   ? Precision::fp16
+                : mp == "bf16" ? Precision::bf16
+                : mp == "fp8"  ? Precision::fp8
+                               : Precision::no;
+  s.tf32 = r.boolean_or("tf32", false);
+  if (s.tf32 && s.precision != Precision::no) {
+    throw SpecError(r.child_path("tf32"), "tf32 applies to fp32 training (mixed_precision 'no'), "
+                                          "but mixed_precision is '" + mp + "'");
+  }
+  s.fp8_all_gather = r.boolean_or("fp8_all_gather", false);
+  if (s.fp8_all_gather && s.precision != Precision::fp8) {
+    throw SpecError(r.child_path("fp8_all_gather"),
+                    "fp8_all_gather needs mixed_precision 'fp8', not '" + mp + "'");
+  }
   const char* loss_keys[] = {"initial_scale_power", "loss_scale_window", "hysteresis",
                              "min_loss_scale"};
   for (const char* key : loss_keys) {
@@ -166,10 +194,10 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
                             : Offload::none;
   s.prefetch = static_cast<int>(r.integer_or("prefetch", 1, 0, 64));
   s.master_weights = r.boolean_or("master_weights", true);
-  if (!s.master_weights && s.precision != Precision::bf16) {
+  if (!s.master_weights && s.precision != Precision::bf16 && s.precision != Precision::fp8) {
     throw SpecError(r.child_path("master_weights"),
-                    "only bf16 training may drop the fp32 master weights (fp16 needs them; "
-                    "fp32 has none)");
+                    "only bf16 (or fp8) training may drop the fp32 master weights (fp16 needs "
+                    "them; fp32 has none)");
   }
   r.finish();
   return s;
@@ -186,9 +214,23 @@ DType compute_dtype(Precision p) {
     case Precision::fp16:
       return DType::fp16;
     case Precision::bf16:
+    case Precision::fp8:
       return DType::bf16;
   }
   return DType::fp32;
+}
+
+DType gemm_dtype(const StrategySpec& s) {
+  if (s.precision == Precision::fp8) return DType::fp8;
+  if (s.precision == Precision::no && s.tf32) return DType::tf32;
+  return compute_dtype(s.precision);
+}
+
+Recompute effective_recompute(const StrategySpec& s) {
+  if (s.recompute == Recompute::selective && s.attention == Attention::flash) {
+    return Recompute::none;
+  }
+  return s.recompute;
 }
 
 double optimizer_state_bytes_per_param(Optimizer o) {
@@ -220,6 +262,10 @@ nlohmann::json to_json(const StrategySpec& s) {
   if (s.schedule == Schedule::interleaved) j["chunks"] = s.chunks;
   if (s.tp > 1) j["tp"] = s.tp;
   if (s.sequence_parallel) j["sequence_parallel"] = true;
+  if (s.cp > 1) j["cp"] = s.cp;
+  j["attention"] = to_string(s.attention);
+  if (s.tf32) j["tf32"] = true;
+  if (s.fp8_all_gather) j["fp8_all_gather"] = true;
   if (s.precision == Precision::fp16) {
     j["initial_scale_power"] = s.loss_scale.initial_scale_power;
     j["loss_scale_window"] = s.loss_scale.loss_scale_window;

@@ -21,7 +21,13 @@ enum class Sharding {
   fsdp_shard_grad_op,
   fsdp_hybrid_shard
 };
-enum class Precision { no, fp16, bf16 };
+/// fp8: Transformer Engine / torchao float8 — the blocks' linear layers in fp8 (E4M3), the
+/// rest (attention core, norms, LM head, communication) in bf16, states as with bf16.
+enum class Precision { no, fp16, bf16, fp8 };
+/// The attention core's kernel: `flash` (FlashAttention-2 / PyTorch SDPA: fused, keeps only the
+/// output and a log-sum-exp per row, backward recomputes the scores) or `eager` (softmax(QKᵀ)V
+/// as separate kernels keeping the s×s scores, Korthikanti et al. 2022).
+enum class Attention { flash, eager };
 enum class Optimizer { adam, adamw, sgd };
 enum class Offload { none, cpu };
 
@@ -30,6 +36,7 @@ const char* to_string(Sharding s);
 const char* to_string(Precision p);
 const char* to_string(Optimizer o);
 const char* to_string(Recompute r);
+const char* to_string(Attention a);
 
 /// Parses the names the scenario format and the CLI accept (zero2, FULL_SHARD, ddp, ...).
 Sharding parse_sharding(const std::string& name, const std::string& path);
@@ -58,12 +65,16 @@ struct StrategySpec {
   int pp = 1;
   int tp = 1;                      ///< tensor-parallel degree (Megatron-LM)
   bool sequence_parallel = false;  ///< Megatron-LM sequence parallelism (needs tp > 1)
+  int cp = 1;  ///< context-parallel degree (Megatron-LM CP / torchtitan ring attention)
+  Attention attention = Attention::flash;
   Schedule schedule = Schedule::one_f_one_b;
   int chunks = 1;  ///< virtual stages per rank (interleaved)
   int micro_batch_size = 1;
   int grad_accum = 1;  ///< micro-batches per optimizer step per pipeline
   Sharding sharding = Sharding::none;
   Precision precision = Precision::no;
+  bool tf32 = false;            ///< fp32 training with GEMMs on the tf32 tensor cores
+  bool fp8_all_gather = false;  ///< FSDP under fp8 gathers the linear weights in fp8 (torchao)
   LossScaleSpec loss_scale;
   Recompute recompute = Recompute::none;
   double bucket_mb = 25;  ///< DDP bucket_cap_mb (MiB)
@@ -85,8 +96,14 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
 
 /// Bytes per element of parameters and gradients as the model computes with them.
 double compute_param_bytes(Precision p);
-/// The dtype matrix multiplies run in (fp32 training uses fp32, not tf32).
+/// The dtype activations, 16-bit parameters and their communication use (fp8 training: bf16).
 DType compute_dtype(Precision p);
+/// The dtype the blocks' linear layers multiply in: fp8 under fp8 training, tf32 for fp32
+/// training with `tf32`, else compute_dtype.
+DType gemm_dtype(const StrategySpec& s);
+/// The recomputation that takes effect: selective recomputation (the attention core) with
+/// flash attention saves nothing — the fused kernel keeps no s×s tensors — so it is none.
+Recompute effective_recompute(const StrategySpec& s);
 /// Optimizer-state bytes per parameter, fp32 master copy excluded: Adam 8 (momentum and
 /// variance in fp32), SGD with momentum 4.
 double optimizer_state_bytes_per_param(Optimizer o);

@@ -39,14 +39,17 @@ double head_params_tp(const ModelSpec& m, int tp) {
   return p;
 }
 
-BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sp) {
+BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sp, bool flash) {
   const double h = m.hidden, f = m.ffn_hidden, s = static_cast<double>(seq_len),
                a = static_cast<double>(m.heads), t = tp;
   BlockSplit out;
-  const double attention_flops = 2.0 * (2.0 * h * h + 2.0 * h * kv_dim(m)) + 4.0 * h * s;
+  const double qkv_flops = 2.0 * (h * h + 2.0 * h * kv_dim(m));
+  const double attention_flops =
+      2.0 * (2.0 * h * h + 2.0 * h * kv_dim(m)) + (flash ? 0.0 : 4.0 * h * s);
   const double mlp_flops = 2.0 * (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
   out.attention_flops_share = attention_flops / (attention_flops + mlp_flops);
-  const double scores = 5.0 * a * s / h;
+  out.qkv_flops_share = qkv_flops / (attention_flops + mlp_flops);
+  const double scores = flash ? 0.0 : 5.0 * a * s / h;
   const double attention_bytes = sp ? (13.0 + scores) / t : 5.0 + (8.0 + scores) / t;
   const double mlp_bytes = sp ? 21.0 / t : 5.0 + 16.0 / t;
   out.attention_bytes_share = attention_bytes / (attention_bytes + mlp_bytes);

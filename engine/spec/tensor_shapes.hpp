@@ -30,11 +30,15 @@ double word_table_params_tp(const ModelSpec& m, int tp);
 /// (norm, QKV, core, projection) and the MLP half. Shares of the block's GEMM FLOPs and of its
 /// memory-bound bytes (Korthikanti's activation terms: attention 5 + 8/t + 5·a·s/(h·t), MLP
 /// 5 + 16/t, in units of s·b·h at 16 bits; with sequence parallelism (13 + 5·a·s/h)/t and
-/// 21/t) that the attention half carries.
+/// 21/t) that the attention half carries. With flash attention the core is not a GEMM (its
+/// FLOPs are counted apart) and keeps no s×s terms. `qkv_flops_share`: the QKV projection's
+/// part of the block's GEMM FLOPs (where context parallelism exchanges K and V).
 struct BlockSplit {
   double attention_flops_share = 0.5;
   double attention_bytes_share = 0.5;
+  double qkv_flops_share = 0.25;
 };
-BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sequence_parallel);
+BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sequence_parallel,
+                       bool flash = false);
 
 }  // namespace stratagem::spec

@@ -47,9 +47,9 @@ TEST(SpecCli, InfoReportsFormulasAndNumbers) {
   expect_has(r.out, "total          1,557,611,200");
   expect_has(r.out, "per block         30,740,800  x 48 layers");
   expect_has(r.out, "6·N_matmul + 12·l·h·s");
-  expect_has(r.out, "s·b·h·(34 + 5·a·s/h)");
-  expect_has(r.out, "747,110,400 bytes");  // 1024·4·1600·(34 + 5·25·1024/1600)
-  expect_has(r.out, "recompute none");
+  expect_has(r.out, "34·s·b·h + 4·a·s·b (flash attention");
+  expect_has(r.out, "223,232,000 bytes");  // 34·1024·4·1600 + 4·25·1024·4
+  expect_has(r.out, "recompute none, flash attention");
 }
 
 TEST(SpecCli, InfoJsonKeepsItsKeys) {

@@ -17,7 +17,7 @@ using plan::TensorClass;
 // biases, LayerNorm, GELU):
 //   block: q,k,v,o 4·8·8 = 256 + MLP 2·8·32 = 512 + biases 4·8 + 32 + 8 = 72 + 2 LN 32 = 872
 //   embedding: 16·8 + 8·8 = 192; head (tied, pp 1): final LN 2·8 = 16, pp > 1 adds 16·8 = 128
-// Activations at seq 4, micro-batch 1, 16-bit (Korthikanti et al. 2022):
+// Activations at seq 4, micro-batch 1, 16-bit, eager attention (Korthikanti et al. 2022):
 //   block s·b·h·(34 + 5·a·s/h) = 32·(34 + 5) = 1248; selective 34·32 = 1088; full 2·32 = 64
 //   head s·b·(h·2 + 4·V) = 4·(16 + 64) = 320
 constexpr double kBlock = 872, kEmbedding = 192, kHeadPp1 = 16, kHeadPp2 = 16 + 128;
@@ -33,7 +33,8 @@ spec::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extr
                            std::to_string(nodes) + R"(, "gpus_per_node": )" +
                            std::to_string(dp * pp / nodes) + R"(},
     "strategy": {"dp": )" + std::to_string(dp) +
-                           R"(, "pp": )" + std::to_string(pp) + strategy_extra + R"(},
+                           R"(, "pp": )" + std::to_string(pp) + R"(, "attention": "eager")" +
+                           strategy_extra + R"(},
     "training": {"seq_len": 4}
   })";
   return spec::parse_scenario(nlohmann::json::parse(text));

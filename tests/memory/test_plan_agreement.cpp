@@ -109,5 +109,40 @@ TEST(AgreementWithThePlan, PipelineVariants) {
   }
 }
 
+// Flash and eager attention, context parallelism (with TP and FSDP, as torchtitan combines
+// them), fp8 with and without FSDP's fp8 all-gather, on a DGX H100.
+TEST(AgreementWithThePlan, AttentionContextParallelAndFp8Variants) {
+  const std::string model = R"("model": {"layers": 4, "hidden": 256, "heads": 4, "vocab": 1000,
+                                          "max_positions": 1024})";
+  for (const char* attention : {"flash", "eager"}) {
+    for (int cp : {1, 2}) {
+      if (cp > 1 && std::string(attention) == "eager") continue;
+      for (int tp : {1, 2}) {
+        for (const char* sharding : {"none", "FULL_SHARD"}) {
+          for (const char* precision : {"bf16", "fp8"}) {
+            for (bool fp8_gather : {false, true}) {
+              if (fp8_gather && (std::string(precision) != "fp8" ||
+                                 std::string(sharding) == "none")) {
+                continue;
+              }
+              for (const char* recompute : {"none", "selective", "full"}) {
+                const std::string text =
+                    "{" + model + R"(, "cluster": {"preset": "dgx-h100"}, "strategy": {"dp": )" +
+                    std::to_string(8 / cp / tp) + R"(, "cp": )" + std::to_string(cp) +
+                    R"(, "tp": )" + std::to_string(tp) + R"(, "attention": ")" + attention +
+                    R"(", "micro_batch_size": 2, "grad_accum": 3, "sharding": ")" + sharding +
+                    R"(", "mixed_precision": ")" + precision + R"(", "fp8_all_gather": )" +
+                    (fp8_gather ? "true" : "false") + R"(, "recompute": ")" + recompute +
+                    R"("}, "training": {"seq_len": 1024}})";
+                expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stratagem::memory

@@ -236,3 +236,30 @@ TEST(Data, TextNeedsAByteVocabulary) {
 
 }  // namespace
 }  // namespace stratagem::test
+
+namespace stratagem::test {
+namespace {
+
+// The fused (flash) attention core against the eager one: same loss and gradients, and it
+// keeps no s×s tensor for backward.
+TEST(ModelUnits, FusedAttentionMatchesEagerAttention) {
+  const auto m = model_of({{"kv_heads", 2}, {"positions", "rotary"}});
+  Numerics fused;
+  fused.fused_attention = true;
+  GptUnits eager_units(m, 16, false, Numerics{}, kCpu), fused_units(m, 16, false, fused, kCpu);
+  std::vector<at::Tensor> params;
+  for (int u = 0; u < eager_units.count(); ++u) params.push_back(eager_units.initial_params(u, 7));
+  std::vector<std::int64_t> tok(2 * 17);
+  auto data = runtime::make_synthetic_data(m.vocab, 7);
+  for (int i = 0; i < 2; ++i) data->sample(i, 17, tok.data() + 17 * i);
+  const auto tokens = at::tensor(tok).view({2, 17});
+  const Grads e = unitwise(eager_units, params, tokens, spec::Recompute::none);
+  const Grads f = unitwise(fused_units, params, tokens, spec::Recompute::none);
+  EXPECT_NEAR(f.loss, e.loss, 1e-5 * std::abs(e.loss));
+  for (std::size_t u = 0; u < params.size(); ++u) {
+    EXPECT_TRUE(f.params[u].allclose(e.params[u], 1e-4, 1e-6)) << "unit " << u;
+  }
+}
+
+}  // namespace
+}  // namespace stratagem::test

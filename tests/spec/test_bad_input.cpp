@@ -139,10 +139,10 @@ TEST(BadInput, OutOfRange) {
 
 TEST(BadInput, UnknownChoiceListsValid) {
   json j = base();
-  j["strategy"]["mixed_precision"] = "fp8";
+  j["strategy"]["mixed_precision"] = "fp4";
   const Caught c = error_of(j);
   EXPECT_EQ(c.path, "strategy.mixed_precision");
-  expect_has(c.what, "valid: no, fp16, bf16");
+  expect_has(c.what, "valid: no, fp16, bf16, fp8");
 
   j = base();
   j["strategy"]["sharding"] = "zero4";

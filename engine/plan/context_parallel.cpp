@@ -1,0 +1,25 @@
+#include "engine/plan/context_parallel.hpp"
+
+namespace stratagem::plan {
+
+double context_kv_bytes(const spec::Scenario& s) {
+  const auto& st = s.strategy;
+  const double tokens = static_cast<double>(s.training.seq_len) * st.micro_batch_size;
+  return 2.0 * tokens * spec::kv_dim(s.model) / st.tp * spec::compute_param_bytes(st.precision);
+}
+
+std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, spec::DType dtype) {
+  auto ring = [&](CollectiveKind kind) {
+    TpPiece p;
+    p.collective = true;
+    p.context = true;
+    p.kind = kind;
+    p.bytes = kv_bytes;
+    p.dtype = dtype;
+    return p;
+  };
+  if (forward) return {ring(CollectiveKind::all_gather)};
+  return {ring(CollectiveKind::all_gather), ring(CollectiveKind::reduce_scatter)};
+}
+
+}  // namespace stratagem::plan
