@@ -34,7 +34,7 @@ int run(const Options& o) {
     return 0;
   }
   std::cout << scenario.name << ": " << plan.ops.size() << " ops in the plan"
-            << (plan.folded ? " (data- and tensor-parallel replicas folded)" : "") << "\n";
+            << (plan.folded ? " (identical replicas folded)" : "") << "\n";
   if (shown != o.rank) {
     std::cout << "rank " << o.rank << " is a data-parallel replica of rank " << shown
               << "; showing rank " << shown << "\n";

@@ -53,24 +53,27 @@ void print_models() {
 }
 
 void print_gpus() {
-  std::printf("%-10s %8s %8s %8s %8s %8s %9s %12s %10s\n", "gpu", "mem GiB", "fp32", "tf32", "fp16",
-              "bf16", "HBM GB/s", "matmul eff", "launch us");
-  std::printf("%-10s %8s %35s %9s %12s\n", "", "", "(dense peak TFLOP/s)", "", "max/half_dim");
+  std::printf("%-14s %8s %8s %8s %8s %8s %8s %9s %12s %11s %10s\n", "gpu", "mem GiB", "fp32",
+              "tf32", "fp16", "bf16", "fp8", "HBM GB/s", "matmul eff", "attn f/b", "launch us");
+  std::printf("%-14s %8s %44s %9s %12s\n", "", "", "(dense peak TFLOP/s)", "", "max/half_dim");
   for (const auto& name : spec::preset_names(PresetKind::gpu)) {
     const auto g = spec::parse_gpu(spec::resolve_preset(PresetKind::gpu, name, name), name);
     const double t = units::kTera;
-    char eff[32];
+    char eff[32], fp8[32], attention[32];
     std::snprintf(eff, sizeof eff, "%.2g/%g", g.matmul_efficiency.max,
                   g.matmul_efficiency.half_dim);
-    std::printf("%-10s %8.4g %8.4g %8.4g %8.4g %8.4g %9.4g %12s %10.3g\n", name.c_str(),
+    std::snprintf(fp8, sizeof fp8, "%.4g", g.peak_fp8 / t);
+    std::snprintf(attention, sizeof attention, "%.2g/%.2g", g.attention_efficiency(false),
+                  g.attention_efficiency(true));
+    std::printf("%-14s %8.4g %8.4g %8.4g %8.4g %8.4g %8s %9.4g %12s %11s %10.3g\n", name.c_str(),
                 g.memory_bytes / units::kGiB, g.peak_fp32 / t, g.peak_tf32 / t, g.peak_fp16 / t,
-                g.peak_bf16 / t, g.hbm_bandwidth / units::kGB, eff,
-                g.kernel_launch_s / units::kMicro);
+                g.peak_bf16 / t, g.peak_fp8 > 0 ? fp8 : "-", g.hbm_bandwidth / units::kGB, eff,
+                attention, g.kernel_launch_s / units::kMicro);
   }
 }
 
 void print_clusters() {
-  std::printf("%-24s %6s %-10s %18s %18s\n", "cluster", "GPUs", "gpu", "intra GB/s (us)",
+  std::printf("%-24s %6s %-14s %18s %18s\n", "cluster", "GPUs", "gpu", "intra GB/s (us)",
               "inter GB/s (us)");
   for (const auto& name : spec::preset_names(PresetKind::cluster)) {
     const auto c = spec::parse_cluster(spec::resolve_preset(PresetKind::cluster, name, name), name);
@@ -81,8 +84,11 @@ void print_clusters() {
     const bool has_inter = spec::preset(PresetKind::cluster, name, name).contains("inter_node");
     std::snprintf(inter, sizeof inter, "%g (%g)", c.inter_node.bandwidth / units::kGB,
                   c.inter_node.latency / units::kMicro);
-    std::printf("%-24s %6s %-10s %18s %18s\n", name.c_str(), gpus, c.gpu.name.c_str(), intra,
-                has_inter ? inter : "-");
+    std::printf("%-24s %6s %-14s %18s %18s%s\n", name.c_str(), gpus, c.gpu.name.c_str(), intra,
+                has_inter ? inter : "-",
+                c.nvlink_domain_gpus > 0
+                    ? ("  NVLink domain " + std::to_string(c.nvlink_domain_gpus) + " GPUs").c_str()
+                    : "");
   }
 }
 

@@ -108,7 +108,7 @@ int run_sim(const SimArgs& a) {
   }
   std::printf("%s\n", scenario.name.c_str());
   std::printf("  simulated        %zu ranks (%d built%s), %llu events in %.2f ms (plan %.2f ms)\n",
-              r.ranks.size(), built, plan.folded ? ", data- and tensor-parallel replicas folded" : "",
+              r.ranks.size(), built, plan.folded ? ", identical replicas folded" : "",
               static_cast<unsigned long long>(r.events), sim_s * 1e3, build_s * 1e3);
   std::printf("  hardware         %s\n", r.hardware.c_str());
   std::printf("  step time        %.4f s\n", m.step_time_s);
