@@ -36,6 +36,7 @@ struct LaunchArgs {
   bool cpu = false;
   double timeout_s = 0;
   double kill_grace_s = 3;
+  int liveness_s = 60;
   std::vector<std::string> command;
 };
 
@@ -73,6 +74,7 @@ int run(LaunchArgs& a) {
   if (l.num_processes < 1) throw SpecError("--num_processes", "must be >= 1");
   l.timeout = std::chrono::seconds(static_cast<long long>(a.timeout_s));
   l.kill_grace = std::chrono::milliseconds(static_cast<long long>(a.kill_grace_s * 1000));
+  l.liveness = std::chrono::seconds(a.liveness_s);
 
   // The strategy: flags win over the file.
   std::string sharding = cfg.sharding;
@@ -170,6 +172,10 @@ Registration reg{
                       "Wall-clock limit for the whole job in seconds (default: none)");
        sub.add_option("--kill_grace", a->kill_grace_s,
                       "Seconds between SIGTERM and SIGKILL when ending workers (default 3)");
+       sub.add_option("--liveness_timeout", a->liveness_s,
+                      "End the job when a worker using the Accelerator sends no heartbeat, or "
+                      "none progresses, for this many seconds (default 60; 0: off)")
+           ->check(CLI::NonNegativeNumber);
        sub.add_option("command", a->command, "The program and its arguments, after `--`")
            ->required();
        return std::function<int()>([a] { return run(*a); });

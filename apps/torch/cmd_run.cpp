@@ -23,11 +23,13 @@ namespace {
 struct RunArgs {
   WorkerFlags worker;
   runtime::LaunchOptions launch;
+  int liveness_s = 60;
 };
 
 int run(RunArgs& a) {
   finish_worker_flags(a.worker);
   auto& l = a.launch;
+  l.liveness = std::chrono::seconds(a.liveness_s);
   if (l.num_processes < 1) throw SpecError("--num_processes", "must be >= 1");
   const int world = l.num_processes * l.num_machines;
   // Check the job's shape before starting anyone: the workers would all fail alike.
@@ -75,6 +77,11 @@ Registration reg{
        sub.add_option("--main_process_port", l.main_process_port,
                       "Rendezvous port on machine 0 (0: pick a free one, one "
                       "machine only; default 29500)");
+       sub.add_option("--liveness_timeout", a->liveness_s,
+                      "End the job when a worker sends no heartbeat, or none progresses, for "
+                      "this many seconds, naming the rank and its op (0: off)")
+           ->capture_default_str()
+           ->check(CLI::NonNegativeNumber);
        return std::function<int()>([a] { return run(*a); });
      }}};
 

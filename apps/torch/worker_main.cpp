@@ -1,5 +1,6 @@
 #include "apps/torch/worker_main.hpp"
 
+#include "engine/launch/heartbeat.hpp"
 #include "engine/runtime/model_layout.hpp"
 
 #include <unistd.h>
@@ -189,6 +190,7 @@ spec::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int 
 }
 
 int run_worker(const WorkerArgs& args) {
+  Heartbeat::start_from_env();
   const DistEnv env = read_dist_env();
   const bool cuda = !args.cpu && at::hasCUDA();
   const c10::Device device =
@@ -200,7 +202,9 @@ int run_worker(const WorkerArgs& args) {
   spec::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
+  Heartbeat::progress("rendezvous at " + env.master_addr + ":" + std::to_string(env.master_port));
   auto store = rendezvous(env, timeout);
+  Heartbeat::progress("connecting the communicator");
   auto comm = make_communicator(env, store, cuda ? "nccl" : "gloo", timeout);
   if (args.measure_units) {
     scenario.cluster.gpu.measured_units = {measure_units_on_all_ranks(scenario, *comm, device, 12)};

@@ -9,6 +9,7 @@
 
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/comm/inproc_communicator.hpp"
+#include "engine/launch/heartbeat.hpp"
 #include "engine/comm/torch_compat.hpp"
 #include "engine/spec/error.hpp"
 
@@ -62,6 +63,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
     : options_(std::move(options)),
       env_(runtime::read_dist_env()),
       device_(pick_device(options_, env_)) {
+  runtime::Heartbeat::start_from_env();  // `stratagem launch` watches liveness through it
+  runtime::Heartbeat::progress("starting the Accelerator");
   if (options_.gradient_accumulation_steps < 1) {
     throw SpecError("gradient_accumulation_steps", "must be >= 1");
   }
@@ -223,6 +226,7 @@ double Accelerator::loss_scale() const {
 
 void Accelerator::backward(const at::Tensor& loss) {
   if (!dp_) throw SpecError("backward", "call prepare() before backward()");
+  runtime::Heartbeat::progress("backward");
   if (pipeline_) throw SpecError("backward", "a pipeline trains with train_batch()");
   const double forward_end = tracer_.now();
   tracer_.add(result::SpanKind::forward, plan::Stream::compute, mark_s_, forward_end);
@@ -249,6 +253,7 @@ void Accelerator::backward(const at::Tensor& loss) {
 }
 
 void Accelerator::optimizer_step() {
+  runtime::Heartbeat::progress("optimizer step");
   if (!sync_) return;  // accumulating
   set_autocast(false);
   skipped_ = false;

@@ -1,8 +1,11 @@
 #include "engine/comm/comm_progress.hpp"
 
+#include <future>
 #include <sstream>
+#include <thread>
 
 #include "engine/comm/store.hpp"
+#include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {
 namespace {
@@ -174,8 +177,9 @@ void ProgressBoard::set_failed(const std::string& why) {
   }
   // Published at once: the other ranks are about to ask.
   try {
-    std::lock_guard<std::mutex> lock(store_mu_);
-    store_->set(rank_progress_key(rank_), text);
+    // A diagnosis stuck on a stopped store holds the lock: publish without waiting for it.
+    std::unique_lock<std::timed_mutex> lock(*store_mu_, kDiagnoseLimit);
+    if (lock) store_->set(rank_progress_key(rank_), text);
   } catch (const std::exception&) {
     // The store may be gone with rank 0; the failure is reported locally anyway.
   }
@@ -196,8 +200,8 @@ void ProgressBoard::publish_loop() {
       published = version_;
       lock.unlock();
       try {
-        std::lock_guard<std::mutex> store_lock(store_mu_);
-        store_->set(rank_progress_key(rank_), text);
+        std::unique_lock<std::timed_mutex> store_lock(*store_mu_, period_);
+        if (store_lock) store_->set(rank_progress_key(rank_), text);
       } catch (const std::exception&) {
         // At shutdown rank 0 may already have closed the store; progress is advisory.
       }
@@ -209,35 +213,51 @@ void ProgressBoard::publish_loop() {
 
 std::string ProgressBoard::diagnose(const std::vector<int>& group, std::uint64_t seq,
                                     const std::string& op) {
-  std::map<int, std::optional<RankProgress>> records;
+  std::vector<int> others;
+  for (int r : group) {
+    if (r != rank_) others.push_back(r);
+  }
   try {
-    std::lock_guard<std::mutex> store_lock(store_mu_);
-    for (int r : group) {
-      if (r != rank_) records[r] = fetch(r);
-    }
+    return describe_laggards(group, seq, op, rank_, fetch_bounded(others));
   } catch (const std::exception& e) {
     return std::string("the other ranks' progress is unavailable (") + e.what() + ")";
   }
-  return describe_laggards(group, seq, op, rank_, records);
-}
-
-}  // namespace stratagem::runtime
-
-namespace stratagem::runtime {
-
-std::optional<RankProgress> ProgressBoard::fetch(int rank) {
-  const std::string key = rank_progress_key(rank);
-  if (!store_->check({key})) return std::nullopt;
-  return RankProgress::parse(store_->get(key));
 }
 
 std::string ProgressBoard::diagnose_peer(int rank) {
   try {
-    std::lock_guard<std::mutex> store_lock(store_mu_);
-    return describe_peer(rank, fetch(rank));
+    return describe_peer(rank, fetch_bounded({rank}).at(rank));
   } catch (const std::exception& e) {
     return "rank " + std::to_string(rank) + "'s progress is unavailable (" + e.what() + ")";
   }
+}
+
+std::map<int, std::optional<RankProgress>> ProgressBoard::fetch_bounded(
+    const std::vector<int>& ranks) {
+  using Records = std::map<int, std::optional<RankProgress>>;
+  auto done = std::make_shared<std::promise<Records>>();
+  auto result = done->get_future();
+  // The thread owns what it touches (the store, its lock), so it may outlive this board.
+  std::thread([done, store = store_, mu = store_mu_, ranks] {
+    try {
+      Records records;
+      std::lock_guard<std::timed_mutex> lock(*mu);
+      for (int r : ranks) {
+        const std::string key = rank_progress_key(r);
+        records[r] = store->check({key}) ? RankProgress::parse(store->get(key))
+                                         : std::optional<RankProgress>();
+      }
+      done->set_value(std::move(records));
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (result.wait_for(kDiagnoseLimit) != std::future_status::ready) {
+    throw RuntimeError("the rendezvous store did not answer within " +
+                       std::to_string(kDiagnoseLimit.count()) +
+                       " ms; the rank that hosts it (rank 0) may be stopped or gone");
+  }
+  return result.get();
 }
 
 }  // namespace stratagem::runtime

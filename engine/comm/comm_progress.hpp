@@ -59,6 +59,9 @@ std::string describe_peer(int rank, const std::optional<RankProgress>& record);
 
 /// This rank's record, published under "<prefix>progress/<rank>" by a background thread at
 /// most every `period` when it changed.
+/// How long a diagnosis waits for the store before saying it is unavailable.
+inline constexpr std::chrono::milliseconds kDiagnoseLimit{5000};
+
 class ProgressBoard {
  public:
   ProgressBoard(std::shared_ptr<Store> store, int rank,
@@ -81,7 +84,9 @@ class ProgressBoard {
 
  private:
   void publish_loop();
-  std::optional<RankProgress> fetch(int rank);  // under store_mu_
+  /// Fetches the records of `ranks` from the store on a thread of its own and waits at most
+  /// kDiagnoseLimit: a stopped store host must not turn a timeout into a hang.
+  std::map<int, std::optional<RankProgress>> fetch_bounded(const std::vector<int>& ranks);
 
   std::shared_ptr<Store> store_;
   int rank_;
@@ -91,7 +96,7 @@ class ProgressBoard {
   RankProgress mine_;
   std::uint64_t version_ = 1;  // > 0: publish the empty record at once ("issued nothing yet")
   bool stop_ = false;
-  std::mutex store_mu_;
+  std::shared_ptr<std::timed_mutex> store_mu_ = std::make_shared<std::timed_mutex>();
   std::thread publisher_;
 };
 

@@ -77,9 +77,9 @@ std::vector<std::string> environment_with(
 
 ChildProcess spawn_child(const std::string& path, const std::vector<std::string>& argv_in,
                          const std::vector<std::string>& env_in) {
-  int out[2], err[2], exec_err[2];
+  int out[2], err[2], beat[2], exec_err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0 ||
-      ::pipe2(exec_err, O_CLOEXEC) != 0) {
+      ::pipe2(beat, O_CLOEXEC) != 0 || ::pipe2(exec_err, O_CLOEXEC) != 0) {
     throw RuntimeError(std::string("launcher: pipe: ") + std::strerror(errno));
   }
   // Everything the child needs is built before fork: after it, only async-signal-safe calls.
@@ -91,7 +91,8 @@ ChildProcess spawn_child(const std::string& path, const std::vector<std::string>
   const pid_t pid = ::fork();
   if (pid < 0) {
     const int e = errno;
-    for (int fd : {out[0], out[1], err[0], err[1], exec_err[0], exec_err[1]}) ::close(fd);
+    for (int fd : {out[0], out[1], err[0], err[1], beat[0], beat[1], exec_err[0], exec_err[1]})
+      ::close(fd);
     throw RuntimeError(std::string("launcher: fork: ") + std::strerror(e));
   }
   if (pid == 0) {
@@ -111,6 +112,12 @@ ChildProcess spawn_child(const std::string& path, const std::vector<std::string>
     if (null_fd >= 0) ::dup2(null_fd, 0);
     ::dup2(out[1], 1);
     ::dup2(err[1], 2);
+    // dup2 onto another descriptor clears close-on-exec; onto itself it does not.
+    if (beat[1] == kChildHeartbeatFd) {
+      ::fcntl(beat[1], F_SETFD, 0);
+    } else {
+      ::dup2(beat[1], kChildHeartbeatFd);
+    }
     ::execve(path.c_str(), c_argv.data(), c_env.data());
     const int e = errno;
     [[maybe_unused]] const auto n = ::write(exec_err[1], &e, sizeof(e));
@@ -119,6 +126,7 @@ ChildProcess spawn_child(const std::string& path, const std::vector<std::string>
   ::setpgid(pid, pid);  // also here, so the group exists before the launcher may signal it
   ::close(out[1]);
   ::close(err[1]);
+  ::close(beat[1]);
   ::close(exec_err[1]);
   // The exec-error pipe closes on a successful exec (O_CLOEXEC) or carries errno.
   int exec_errno = 0;
@@ -131,11 +139,13 @@ ChildProcess spawn_child(const std::string& path, const std::vector<std::string>
     ::waitpid(pid, nullptr, 0);
     ::close(out[0]);
     ::close(err[0]);
+    ::close(beat[0]);
     throw RuntimeError("cannot start '" + path + "': " + std::strerror(exec_errno));
   }
   ::fcntl(out[0], F_SETFL, O_NONBLOCK);
   ::fcntl(err[0], F_SETFL, O_NONBLOCK);
-  return {pid, out[0], err[0]};
+  ::fcntl(beat[0], F_SETFL, O_NONBLOCK);
+  return {pid, out[0], err[0], beat[0]};
 }
 
 }  // namespace stratagem::runtime

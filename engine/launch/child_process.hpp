@@ -15,9 +15,14 @@ struct ChildProcess {
   pid_t pid = -1;
   int out_fd = -1;  ///< read end of the child's stdout, non-blocking
   int err_fd = -1;  ///< read end of the child's stderr, non-blocking
+  int beat_fd = -1;  ///< read end of its heartbeat pipe (kChildHeartbeatFd there), non-blocking
 };
 
-/// Forks and execs `path` with `argv` and `env` ("KEY=value"). Throws RuntimeError when the
+/// The descriptor a child writes heartbeats to (heartbeat.hpp); its environment says so.
+inline constexpr int kChildHeartbeatFd = 3;
+
+/// Forks and execs `path` with `argv` and `env` ("KEY=value"), its stdout, stderr and
+/// heartbeat (descriptor kChildHeartbeatFd) piped back. Throws RuntimeError when the
 /// program cannot be executed (the child is reaped first).
 ChildProcess spawn_child(const std::string& path, const std::vector<std::string>& argv,
                          const std::vector<std::string>& env);

@@ -14,6 +14,7 @@
 
 #include "engine/launch/child_process.hpp"
 #include "engine/launch/group_reaper.hpp"
+#include "engine/launch/heartbeat.hpp"
 #include "engine/launch/ports.hpp"
 #include "engine/spec/error.hpp"
 
@@ -72,6 +73,7 @@ class SignalGuard {
 struct Stream {
   int fd = -1;
   bool is_stderr = false;
+  bool is_heartbeat = false;
   std::string partial;
 };
 
@@ -80,6 +82,7 @@ struct Worker {
   bool running = true;
   Stream out;
   Stream err;
+  Stream beat;  // heartbeat lines (heartbeat.hpp), not output
   std::deque<std::string> tail;
 };
 
@@ -93,7 +96,9 @@ void close_fd(int& fd) {
 
 class Supervisor {
  public:
-  Supervisor(const LaunchOptions& o, int port) : o_(o), port_(port) {
+  Supervisor(const LaunchOptions& o, int port)
+      : o_(o), port_(port), liveness_(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                o.liveness)) {
     if (!o_.on_line) {
       o_.on_line = [](int rank, bool is_stderr, const std::string& line) {
         std::FILE* f = is_stderr ? stderr : stdout;
@@ -112,6 +117,7 @@ class Supervisor {
       }
       close_fd(w.out.fd);
       close_fd(w.err.fd);
+      close_fd(w.beat.fd);
     }
   }
 
@@ -131,7 +137,8 @@ class Supervisor {
           {"ROLE_WORLD_SIZE", std::to_string(world)},
           {"MASTER_ADDR", o_.main_process_ip},
           {"MASTER_PORT", std::to_string(port_)},
-          {"STRATAGEM_LAUNCHER", "stratagem"}};
+          {"STRATAGEM_LAUNCHER", "stratagem"},
+          {kHeartbeatFdEnv, std::to_string(kChildHeartbeatFd)}};
       vars.insert(vars.end(), o_.env.begin(), o_.env.end());
       spawn(path, argv, environment_with(vars), rank, local);
     }
@@ -146,6 +153,13 @@ class Supervisor {
       if (o_.timeout.count() > 0 && !ending_ && now - start >= o_.timeout) {
         timed_out_ = true;
         begin_ending();
+      }
+      if (!ending_) {
+        if (auto why = liveness_.stalled(now)) {
+          stalled_ = *why;
+          stalled_rank_ = liveness_.stalled_rank(now);
+          begin_ending();
+        }
       }
       if (ending_ && !killed_ && now >= kill_deadline_) {
         for (auto& w : workers_) {
@@ -166,6 +180,7 @@ class Supervisor {
       flush_partial(w, w.err);
       close_fd(w.out.fd);
       close_fd(w.err.fd);
+      close_fd(w.beat.fd);
     }
     return result();
   }
@@ -183,6 +198,8 @@ class Supervisor {
     w.out.fd = child.out_fd;
     w.err.fd = child.err_fd;
     w.err.is_stderr = true;
+    w.beat.fd = child.beat_fd;
+    w.beat.is_heartbeat = true;
     workers_.push_back(std::move(w));
   }
 
@@ -192,7 +209,7 @@ class Supervisor {
     fds.push_back({g_signal_pipe[0], POLLIN, 0});
     owners.emplace_back(nullptr, nullptr);
     for (auto& w : workers_) {
-      for (Stream* s : {&w.out, &w.err}) {
+      for (Stream* s : {&w.out, &w.err, &w.beat}) {
         if (s->fd < 0) continue;
         fds.push_back({s->fd, POLLIN, 0});
         owners.emplace_back(&w, s);
@@ -244,6 +261,10 @@ class Supervisor {
 
   void emit(Worker& w, const Stream& s, std::string line) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (s.is_heartbeat) {
+      if (w.running) liveness_.beat(w.exit.rank, line, Clock::now());
+      return;
+    }
     o_.on_line(w.exit.rank, s.is_stderr, line);
     if (o_.tail_lines > 0) {
       w.tail.push_back(std::move(line));
@@ -261,6 +282,8 @@ class Supervisor {
       const pid_t r = ::waitpid(w.exit.pid, &status, WNOHANG);
       if (r != w.exit.pid) continue;
       w.running = false;
+      liveness_.forget(w.exit.rank);
+      close_fd(w.beat.fd);  // a descendant keeping it open must not keep the rank watched
       // Anything the worker started in its group goes with it: no orphans.
       ::kill(-w.exit.pid, SIGKILL);
       if (WIFEXITED(status)) {
@@ -312,6 +335,7 @@ class Supervisor {
     LaunchResult r;
     r.main_process_port = port_;
     r.timed_out = timed_out_;
+    r.stalled = !stalled_.empty();
     r.interrupted_by = interrupted_by_;
     for (auto& w : workers_) {
       w.exit.last_lines.assign(w.tail.begin(), w.tail.end());
@@ -333,6 +357,15 @@ class Supervisor {
     } else if (timed_out_) {
       r.exit_code = 124;
       msg << "the job did not finish within " << o_.timeout.count() << " s";
+    } else if (!stalled_.empty()) {
+      r.exit_code = 124;
+      msg << "the job stalled: " << stalled_ << " (liveness bound " << o_.liveness.count()
+          << " s, --liveness_timeout)";
+      for (const auto& w : r.workers) {
+        if (w.rank != stalled_rank_ || w.last_lines.empty()) continue;
+        msg << "\nlast output of rank " << w.rank << ":";
+        for (const auto& line : w.last_lines) msg << "\n  " << line;
+      }
     }
     if (first_failure_ >= 0) {
       // Peers that failed on their own afterwards, usually because of the first failure.
@@ -368,6 +401,9 @@ class Supervisor {
   bool ending_ = false;
   bool killed_ = false;
   bool timed_out_ = false;
+  LivenessWatch liveness_;
+  std::string stalled_;  // why the liveness bound ended the job
+  int stalled_rank_ = -1;
   int interrupted_by_ = 0;
   int first_failure_ = -1;
   Clock::time_point kill_deadline_{};

@@ -28,6 +28,10 @@ struct LaunchOptions {
   /// Wall-clock limit for the whole job; 0 = none. When it passes, the workers are ended and
   /// the result says so.
   std::chrono::seconds timeout{0};
+  /// Liveness bound (heartbeat.hpp): a worker silent this long, or no worker progressing this
+  /// long, ends the job naming the rank and its op. 0 disables. Workers that never beat (a
+  /// program without the Accelerator) are not watched.
+  std::chrono::seconds liveness{60};
   /// Between SIGTERM and SIGKILL when workers are ended.
   std::chrono::milliseconds kill_grace{std::chrono::seconds(3)};
   /// Extra environment for every worker (added to the launcher's own, after torchrun's).
@@ -52,11 +56,13 @@ struct WorkerExit {
 
 struct LaunchResult {
   /// 0 when every worker exited with 0; otherwise the first failure's exit code, 128 + signal
-  /// for a signal, 124 when `timeout` passed, 130/143 when the launcher was interrupted.
+  /// for a signal, 124 when `timeout` or the liveness bound passed, 130/143 when the launcher
+  /// was interrupted.
   int exit_code = 0;
   std::optional<WorkerExit> first_failure;
   std::vector<WorkerExit> workers;  ///< by local rank
   bool timed_out = false;
+  bool stalled = false;  ///< the liveness bound passed (exit code 124)
   int interrupted_by = 0;     ///< SIGINT or SIGTERM received by the launcher, else 0
   int main_process_port = 0;  ///< the port used (the chosen one when 0 was asked for)
   /// One paragraph for the user: who failed and how, with their last lines; empty on success.

@@ -8,6 +8,7 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/launch/heartbeat.hpp"
 #include "engine/runtime/executor_run.hpp"
 #include "engine/spec/error.hpp"
 
@@ -103,6 +104,7 @@ void Executor::Run::begin(OpId id) {
   auto& r = ops[id];
   r.status = 1;
   r.start = Clock::now();
+  Heartbeat::progress(describe_op(plan, id));  // the launcher's liveness watch
   if (ex.options_.on_op_start) ex.options_.on_op_start(plan.ops[id]);
 }
 
