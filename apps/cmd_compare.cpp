@@ -76,7 +76,8 @@ Registration reg{
        sub.add_option("scenario", o->scenario, "Scenario file or shipped name (default: default)");
        sub.add_option("--strategies", o->strategies,
                       "Comma-separated: base, ddp, zero1, zero2, zero3, fsdp, "
-                      "shard_grad_op, hybrid, gpipe, 1f1b, interleaved, offload")
+                      "shard_grad_op, hybrid, gpipe, 1f1b, interleaved, offload, tp, 3d, cp, "
+                      "fp8")
            ->delimiter(',');
        sub.add_option("--profile", o->profile,
                       "Hardware profile from `stratagem calibrate` in place of the "

@@ -193,9 +193,11 @@ void print_report(const spec::Scenario& s, const Figures& f) {
   const auto& st = s.strategy;
   const double l = static_cast<double>(m.layers);
   std::printf("Scenario %s\n", s.name.c_str());
-  const std::string tp_text = st.tp > 1 ? " x tp " + std::to_string(st.tp) +
-                                              (st.sequence_parallel ? " (sequence parallel)" : "")
-                                        : "";
+  const std::string tp_text =
+      (st.tp > 1 ? " x tp " + std::to_string(st.tp) +
+                       (st.sequence_parallel ? " (sequence parallel)" : "")
+                 : std::string()) +
+      (st.cp > 1 ? " x cp " + std::to_string(st.cp) : std::string());
   std::printf("  cluster %s: %d node(s) x %d %s; dp %d%s x pp %d, sharding %s, precision %s\n",
               s.cluster.name.c_str(), s.cluster.nodes, s.cluster.gpus_per_node,
               s.cluster.gpu.name.c_str(), st.dp, tp_text.c_str(), st.pp,

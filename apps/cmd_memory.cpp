@@ -79,7 +79,8 @@ double parse_count(const std::string& text, const std::string& path) {
   return value;
 }
 
-// A stage's ranks are contiguous: dp × tp of them from (stage · dp · tp).
+// A stage's ranks are contiguous: dp × cp × tp of them from (stage · dp · cp · tp); `dp` here
+// is dp × cp.
 std::string ranks_text(int stage, int dp, int tp = 1) {
   const int first = stage * dp * tp, last = first + dp * tp - 1;
   return first == last ? "rank " + std::to_string(first)
@@ -148,7 +149,9 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
   const auto& st = s.strategy;
   std::printf("%s\n", s.name.c_str());
   const std::string tp_text =
-      st.tp > 1 ? " x tp " + std::to_string(st.tp) + (st.sequence_parallel ? " (SP)" : "") : "";
+      (st.tp > 1 ? " x tp " + std::to_string(st.tp) + (st.sequence_parallel ? " (SP)" : "")
+                 : std::string()) +
+      (st.cp > 1 ? " x cp " + std::to_string(st.cp) : std::string());
   std::printf("  model %s, %s params; %d node%s x %d %s; dp %d%s x pp %d, %s", s.model.name.c_str(),
               count_text(spec::total_params(s.model)).c_str(), s.cluster.nodes,
               s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(),
@@ -163,7 +166,7 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
   std::printf("Peak memory per rank, GiB (1 GiB = 2^30 bytes):\n");
   for (const memory::RankMemory& r : report.stages) {
     std::printf("\nstage %d (%s): %s params on the stage%s\n", r.stage,
-                ranks_text(r.stage, st.dp, st.tp).c_str(), count_text(r.stage_params).c_str(),
+                ranks_text(r.stage, st.dp * st.cp, st.tp).c_str(), count_text(r.stage_params).c_str(),
                 st.tp > 1 ? " per tensor-parallel rank (every tp index holds an equal shard)" : "");
     row("class", "GiB", "note");
     for (int c = 0; c < plan::kTensorClassCount; ++c) {
@@ -192,7 +195,7 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
         "short by %.2f GiB: stage %d (%s) needs %.2f GiB, one %s has %.2f GiB "
         "(%d of %d stages do not fit)\n",
         gib(worst.peak_bytes - worst.capacity_bytes), worst.stage,
-        ranks_text(worst.stage, st.dp, st.tp).c_str(), gib(worst.peak_bytes),
+        ranks_text(worst.stage, st.dp * st.cp, st.tp).c_str(), gib(worst.peak_bytes),
         s.cluster.gpu.name.c_str(), gib(worst.capacity_bytes), short_stages, st.pp);
   }
 }

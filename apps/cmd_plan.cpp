@@ -36,7 +36,8 @@ int run(const Options& o) {
   std::cout << scenario.name << ": " << plan.ops.size() << " ops in the plan"
             << (plan.folded ? " (identical replicas folded)" : "") << "\n";
   if (shown != o.rank) {
-    std::cout << "rank " << o.rank << " is a data-parallel replica of rank " << shown
+    std::cout << "rank " << o.rank << " runs the same ops as rank " << shown
+              << " (a data-, context- or tensor-parallel peer)"
               << "; showing rank " << shown << "\n";
   }
   plan::print_rank(std::cout, plan, shown);

@@ -53,6 +53,7 @@ struct Forwarders {
     std::string name;
     int order = 50;
     while (std::getline(names, name, ',')) {
+      if (name == "validate") continue;  // cmd_validate_measured.cpp forwards it itself
       const auto it = descriptions().find(name);
       const std::string help =
           it != descriptions().end() ? it->second : "Real-runtime command (stratagem-runtime)";

@@ -39,7 +39,8 @@ std::string describe(const StepPlan& plan, const Op& op) {
     if (plan.layout.chunks > 1) s += " chunk " + std::to_string(c->chunk);
     if (c->microbatch >= 0) s += " mb " + std::to_string(c->microbatch);
     if (c->unit_end > c->unit_begin) s += " " + units_text(c->unit_begin, c->unit_end);
-    s += " " + human(c->flops, "FLOP") + " " + human(c->bytes, "B");
+    s += " " + human(c->flops + c->flops_16bit + c->attention_flops, "FLOP") + " " +
+         human(c->bytes, "B");
     if (c->on_host) s += " (host)";
   } else if (const auto* c = std::get_if<Collective>(&op.payload)) {
     s += " " + human(c->bytes, "B") + " on " + plan.groups[c->group].label + " (" +
