@@ -170,4 +170,40 @@ void BM_Search8NodesWithTP(benchmark::State& state) {
 }
 BENCHMARK(BM_Search8NodesWithTP)->Unit(benchmark::kMillisecond)->Iterations(1);
 
+// The configurations people run now (#14): long context with FSDP × CP, fp8 3D, a GB200 NVL72
+// rack. Arg: 0 fsdp-cp8-llama3.1-8b-128k-8xh100, 1 3d-fp8-tp8-pp4-llama3-70b-64xh100,
+// 2 fsdp-tp4-llama3-70b-gb200-nvl72.
+void BM_ModernScenario(benchmark::State& state) {
+  static const char* kNames[] = {"fsdp-cp8-llama3.1-8b-128k-8xh100",
+                                 "3d-fp8-tp8-pp4-llama3-70b-64xh100",
+                                 "fsdp-tp4-llama3-70b-gb200-nvl72"};
+  const auto scenario = spec::load_scenario(kNames[state.range(0)]);
+  sim::Simulator simulator;
+  for (auto _ : state) {
+    auto r = simulator.run(plan::build_plan(scenario), sim::make_cost_models(scenario));
+    benchmark::DoNotOptimize(r);
+  }
+  state.SetLabel(kNames[state.range(0)]);
+}
+BENCHMARK(BM_ModernScenario)->DenseRange(0, 2)->ArgName("scenario")->Unit(benchmark::kMillisecond);
+
+// Search at 64k tokens on one DGX H100: context parallelism and fp8 enter the space.
+void BM_SearchLongContextH100(benchmark::State& state) {
+  nlohmann::json j = {{"model", "llama3-8b"},
+                      {"cluster", "dgx-h100"},
+                      {"strategy", {{"dp", 8}}},
+                      {"training", {{"seq_len", 65536}, {"global_batch", 16}}}};
+  const auto base = spec::parse_scenario(j);
+  sim::SearchResult last;
+  for (auto _ : state) {
+    last = sim::search(base, {});
+    benchmark::DoNotOptimize(last);
+  }
+  state.counters["configurations"] = last.enumerated;
+  state.counters["simulated"] = last.simulated;
+  state.counters["configs_per_s"] = benchmark::Counter(
+      static_cast<double>(last.enumerated) * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_SearchLongContextH100)->Unit(benchmark::kMillisecond)->Iterations(1);
+
 }  // namespace
