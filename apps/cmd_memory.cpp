@@ -160,9 +160,12 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
   std::printf("; %d micro-batch%s of %d x %lld tokens\n", s.micro_batches(),
               s.micro_batches() == 1 ? "" : "es", st.micro_batch_size,
               static_cast<long long>(s.training.seq_len));
-  std::printf("  sharding %s; %s; %s; recompute %s\n", spec::to_string(st.sharding),
-              precision_text(st).c_str(), spec::to_string(st.optimizer),
-              spec::to_string(st.recompute));
+  const bool moot = st.recompute == spec::Recompute::selective &&
+                    spec::effective_recompute(st) == spec::Recompute::none;
+  std::printf("  sharding %s; %s; %s; recompute %s%s; %s attention\n",
+              spec::to_string(st.sharding), precision_text(st).c_str(),
+              spec::to_string(st.optimizer), spec::to_string(st.recompute),
+              moot ? " (saves nothing with flash attention)" : "", spec::to_string(st.attention));
   std::printf("Peak memory per rank, GiB (1 GiB = 2^30 bytes):\n");
   for (const memory::RankMemory& r : report.stages) {
     std::printf("\nstage %d (%s): %s params on the stage%s\n", r.stage,
