@@ -7,6 +7,7 @@
 #include <string>
 
 #include "apps/command.hpp"
+#include "engine/plan/context_parallel.hpp"
 #include "engine/spec/scenario.hpp"
 #include "engine/spec/tensor_shapes.hpp"
 #include "engine/spec/units.hpp"
@@ -331,12 +332,26 @@ void print_report(const spec::Scenario& s, const Figures& f) {
         st.tp, static_cast<long long>(f.padded_vocab), 128 * st.tp, grouped(f.embedding_tp).c_str(),
         grouped(f.block_tp).c_str(), grouped(f.head_tp).c_str(),
         st.sequence_parallel ? "all-gather + reduce-scatter pairs" : "all-reduces", f.element_bytes,
-        bytes_text(static_cast<double>(s.training.seq_len) * st.micro_batch_size *
+        bytes_text(static_cast<double>(s.training.seq_len) / st.cp * st.micro_batch_size *
                    static_cast<double>(m.hidden) * f.element_bytes)
             .c_str());
   } else {
     std::printf("  head: s·b·(h·%g + 4·V) = %s (final norm input + fp32 logits)\n", f.element_bytes,
                 bytes_text(f.act_head).c_str());
+  }
+  if (st.cp > 1) {
+    const double kv = plan::context_kv_bytes(s);
+    std::printf(
+        "\nContext parallelism (Megatron-LM CP, ring attention), per rank of the cp %d group:\n"
+        "  %lld of the %lld tokens of each sequence (2·cp = %d chunks, rank i holds chunks i and "
+        "2·cp−1−i)\n"
+        "  per block and micro-batch, overlapped with the attention core: forward an all-gather "
+        "of K and V (S = %s, %d ring steps of %s), backward a K/V all-gather and a dK/dV "
+        "reduce-scatter of the same size\n"
+        "  gradients reduced and parameters sharded over dp × cp = %d ranks\n",
+        st.cp, static_cast<long long>(s.training.seq_len / st.cp),
+        static_cast<long long>(s.training.seq_len), 2 * st.cp, bytes_text(kv).c_str(), st.cp - 1,
+        bytes_text(kv / st.cp).c_str(), st.dp * st.cp);
   }
 }
 

@@ -133,31 +133,8 @@ void BM_MemoryModel(benchmark::State& state) {
 }
 BENCHMARK(BM_MemoryModel)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMicrosecond);
 
-void BM_Search8Gpus(benchmark::State& state) {
-  nlohmann::json j = {{"model", "llama2-7b"},
-                      {"cluster", "dgx-a100-80gb"},
-                      {"strategy", {{"dp", 8}}},
-                      {"training", {{"seq_len", 2048}, {"global_batch", 256}}}};
-  const auto base = spec::parse_scenario(j);
-  int configs = 0;
-  for (auto _ : state) {
-    auto r = sim::search(base, {});
-    configs = r.enumerated;
-    benchmark::DoNotOptimize(r);
-  }
-  state.counters["configurations"] = configs;
-  state.counters["configs_per_s"] = benchmark::Counter(
-      static_cast<double>(configs) * state.iterations(), benchmark::Counter::kIsRate);
-}
-BENCHMARK(BM_Search8Gpus)->Unit(benchmark::kMillisecond)->Iterations(1);
-
-// Search with tensor parallelism on 8 DGX A100 nodes: Llama-2-70B, global batch 512 × 4096.
-void BM_Search8NodesWithTP(benchmark::State& state) {
-  nlohmann::json j = {{"model", "llama2-70b"},
-                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 8}}},
-                      {"strategy", {{"dp", 64}}},
-                      {"training", {{"seq_len", 4096}, {"global_batch", 512}}}};
-  const auto base = spec::parse_scenario(j);
+// Runs `search` on `base` once per iteration; counts configurations, simulated ones and rate.
+void search_counting(benchmark::State& state, const spec::Scenario& base) {
   sim::SearchResult last;
   for (auto _ : state) {
     last = sim::search(base, {});
@@ -167,6 +144,24 @@ void BM_Search8NodesWithTP(benchmark::State& state) {
   state.counters["simulated"] = last.simulated;
   state.counters["configs_per_s"] = benchmark::Counter(
       static_cast<double>(last.enumerated) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
+void BM_Search8Gpus(benchmark::State& state) {
+  nlohmann::json j = {{"model", "llama2-7b"},
+                      {"cluster", "dgx-a100-80gb"},
+                      {"strategy", {{"dp", 8}}},
+                      {"training", {{"seq_len", 2048}, {"global_batch", 256}}}};
+  search_counting(state, spec::parse_scenario(j));
+}
+BENCHMARK(BM_Search8Gpus)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// Search with tensor parallelism on 8 DGX A100 nodes: Llama-2-70B, global batch 512 × 4096.
+void BM_Search8NodesWithTP(benchmark::State& state) {
+  nlohmann::json j = {{"model", "llama2-70b"},
+                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 8}}},
+                      {"strategy", {{"dp", 64}}},
+                      {"training", {{"seq_len", 4096}, {"global_batch", 512}}}};
+  search_counting(state, spec::parse_scenario(j));
 }
 BENCHMARK(BM_Search8NodesWithTP)->Unit(benchmark::kMillisecond)->Iterations(1);
 
@@ -193,16 +188,7 @@ void BM_SearchLongContextH100(benchmark::State& state) {
                       {"cluster", "dgx-h100"},
                       {"strategy", {{"dp", 8}}},
                       {"training", {{"seq_len", 65536}, {"global_batch", 16}}}};
-  const auto base = spec::parse_scenario(j);
-  sim::SearchResult last;
-  for (auto _ : state) {
-    last = sim::search(base, {});
-    benchmark::DoNotOptimize(last);
-  }
-  state.counters["configurations"] = last.enumerated;
-  state.counters["simulated"] = last.simulated;
-  state.counters["configs_per_s"] = benchmark::Counter(
-      static_cast<double>(last.enumerated) * state.iterations(), benchmark::Counter::kIsRate);
+  search_counting(state, spec::parse_scenario(j));
 }
 BENCHMARK(BM_SearchLongContextH100)->Unit(benchmark::kMillisecond)->Iterations(1);
 

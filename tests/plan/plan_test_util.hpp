@@ -2,6 +2,8 @@
 // Scenario construction for plan tests: a small GPT on an 8-GPU node, edited per test.
 #include <string>
 
+#include <gtest/gtest.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/plan/builder.hpp"
@@ -25,6 +27,16 @@ inline spec::Scenario small_scenario(const nlohmann::json& strategy, int gpus = 
                       {"strategy", strategy},
                       {"training", {{"seq_len", 1024}}}};
   return spec::parse_scenario(j);
+}
+
+/// The plan's group of that label ("tp(stage 0, dp 1)"); a test failure when there is none.
+inline const plan::Group& group_named(const plan::StepPlan& p, const std::string& label) {
+  for (const auto& g : p.groups) {
+    if (g.label == label) return g;
+  }
+  ADD_FAILURE() << "no group " << label;
+  static plan::Group none;
+  return none;
 }
 
 /// Bytes one rank puts on the wire for its collectives (ring algorithms):

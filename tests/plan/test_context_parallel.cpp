@@ -17,14 +17,7 @@ namespace {
 using plan::CollectiveKind;
 using plan::Phase;
 
-const plan::Group& group_named(const plan::StepPlan& p, const std::string& label) {
-  for (const auto& g : p.groups) {
-    if (g.label == label) return g;
-  }
-  ADD_FAILURE() << "no group " << label;
-  static plan::Group none;
-  return none;
-}
+using test::group_named;
 
 nlohmann::json cp_strategy(int dp, int cp, int tp = 1) {
   return {{"dp", dp}, {"cp", cp}, {"tp", tp}, {"grad_accum", 1}, {"mixed_precision", "bf16"}};

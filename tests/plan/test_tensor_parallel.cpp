@@ -19,14 +19,7 @@ namespace {
 using plan::CollectiveKind;
 using plan::Phase;
 
-const plan::Group& group_named(const plan::StepPlan& p, const std::string& label) {
-  for (const auto& g : p.groups) {
-    if (g.label == label) return g;
-  }
-  ADD_FAILURE() << "no group " << label;
-  static plan::Group none;
-  return none;
-}
+using test::group_named;
 
 TEST(TensorParallel, MeshFollowsMegatronRankOrder) {
   // tp 2 × dp 2 × pp 2 on 8 GPUs: Megatron's parallel_state gives TP groups [0,1] [2,3] [4,5]
