@@ -143,5 +143,36 @@ TEST(Variants, SimulatesTheStrategiesOfOneScenario) {
   EXPECT_TRUE(skipped.empty());
 }
 
+// Context parallelism, the attention kernel and fp8 (#14): the world counts cp, fp8 needs a
+// GPU that has it, eager attention cannot ring, fp8_all_gather goes when fp8 does.
+TEST(WhatIf, ContextParallelAttentionAndFp8Knobs) {
+  const auto base = spec::load_scenario("fsdp-cp2-llama3.1-8b-64k-8xh100");
+  WhatIf k = what_if_of(base);
+  EXPECT_EQ(k.cp, 2);
+  EXPECT_EQ(k.attention, spec::Attention::flash);
+  EXPECT_EQ(world_of(k), 8);
+  set_knobs(k, "cp=4,dp=2,micro_batches=8,precision=fp8");
+  auto s = apply_what_if(base, k);
+  EXPECT_EQ(s.strategy.cp, 4);
+  EXPECT_EQ(s.world_size(), 8);
+  EXPECT_EQ(s.training.global_batch, 1 * 8 * 2);  // cp ranks share their sequences
+  EXPECT_EQ(s.strategy.precision, spec::Precision::fp8);
+  set_knob(k, "attention", "eager");
+  try {
+    apply_what_if(base, k);
+    FAIL() << "eager attention with cp 4 was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.attention");
+  }
+  set_knobs(k, "attention=flash,gpu=a100-80gb");
+  try {
+    apply_what_if(base, k);
+    FAIL() << "fp8 on an A100 was accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.mixed_precision");
+  }
+  EXPECT_THROW(set_knob(k, "attention", "sparse"), SpecError);
+}
+
 }  // namespace
 }  // namespace stratagem::viz

@@ -11,6 +11,8 @@ WhatIf what_if_of(const spec::Scenario& s) {
   w.dp = st.dp;
   w.tp = st.tp;
   w.sequence_parallel = st.sequence_parallel;
+  w.cp = st.cp;
+  w.attention = st.attention;
   w.pp = st.pp;
   w.schedule = st.schedule;
   w.chunks = st.schedule == spec::Schedule::interleaved ? st.chunks : 2;
@@ -28,6 +30,8 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
   st["dp"] = k.dp;
   st["tp"] = k.tp;
   st["sequence_parallel"] = k.sequence_parallel && k.tp > 1;
+  st["cp"] = k.cp;
+  st["attention"] = spec::to_string(k.attention);
   st["pp"] = k.pp;
   st["schedule"] = spec::to_string(k.schedule);
   if (k.schedule == spec::Schedule::interleaved) {
@@ -46,6 +50,10 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
       st.erase(key);
     }
   }
+  if (k.precision != spec::Precision::fp8 || !spec::shards_parameters(k.sharding)) {
+    st.erase("fp8_all_gather");
+  }
+  if (k.precision != spec::Precision::no) st.erase("tf32");
   // Offloading needs a sharded optimizer; keep it only where it is still allowed.
   if (!spec::shards_optimizer(k.sharding)) st["offload_optimizer"] = "none";
   j["training"]["global_batch"] =
@@ -69,7 +77,7 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
 }
 
 int world_of(const WhatIf& k) {
-  return k.dp * k.tp * k.pp;
+  return k.dp * k.tp * k.cp * k.pp;
 }
 
 }  // namespace stratagem::viz
@@ -122,6 +130,10 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
     k.tp = parse_int(value, path);
   } else if (key == "sequence_parallel") {
     k.sequence_parallel = parse_bool(value, path);
+  } else if (key == "cp") {
+    k.cp = parse_int(value, path);
+  } else if (key == "attention") {
+    k.attention = parse_enum(value, path, {spec::Attention::flash, spec::Attention::eager});
   } else if (key == "pp") {
     k.pp = parse_int(value, path);
   } else if (key == "chunks") {
@@ -136,7 +148,8 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   } else if (key == "sharding") {
     k.sharding = spec::parse_sharding(value, path);
   } else if (key == "precision" || key == "mixed_precision") {
-    k.precision = parse_enum(value, path, {Precision::no, Precision::fp16, Precision::bf16});
+    k.precision = parse_enum(value, path,
+                             {Precision::no, Precision::fp16, Precision::bf16, Precision::fp8});
   } else if (key == "recompute") {
     k.recompute = parse_enum(value, path, {Recompute::none, Recompute::selective, Recompute::full});
   } else if (key == "gpu") {
@@ -148,7 +161,7 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   } else {
     throw SpecError("--what-if",
                     "unknown knob '" + key +
-                        "'; valid: dp, tp, sequence_parallel, pp, schedule, chunks, "
+                        "'; valid: dp, tp, sequence_parallel, cp, attention, pp, schedule, chunks, "
                         "micro_batches, micro_batch_size, sharding, precision, recompute, gpu, "
                         "cluster");
   }

@@ -12,6 +12,8 @@ struct WhatIf {
   int dp = 1;
   int tp = 1;                      ///< tensor-parallel degree (Megatron-LM)
   bool sequence_parallel = false;  ///< used when tp > 1
+  int cp = 1;                      ///< context-parallel degree (ring attention)
+  spec::Attention attention = spec::Attention::flash;
   int pp = 1;
   spec::Schedule schedule = spec::Schedule::one_f_one_b;
   int chunks = 2;  ///< virtual stages per rank, used by the interleaved schedule
@@ -28,16 +30,17 @@ struct WhatIf {
 WhatIf what_if_of(const spec::Scenario& s);
 
 /// `base` with the knobs applied. The global batch follows the knobs (micro_batch_size ×
-/// micro_batches × dp; tensor-parallel peers share their micro-batches); the number of nodes
-/// follows the world dp × tp × pp when it is a whole number of the cluster's nodes. Sequence
+/// micro_batches × dp; tensor- and context-parallel peers share their micro-batches); the
+/// number of nodes follows the world dp × tp × cp × pp when it is a whole number of the
+/// cluster's nodes; fp8_all_gather is kept only while precision is fp8 and parameters shard. Sequence
 /// parallelism applies only with tp > 1. Throws SpecError naming the offending key.
 spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& knobs);
-/// dp × tp × pp: the GPUs the knobs ask for.
+/// dp × tp × cp × pp: the GPUs the knobs ask for.
 int world_of(const WhatIf& knobs);
 
 /// Sets one knob from text, as `--what-if key=value` gives it: dp, tp, sequence_parallel
-/// (true/false), pp, schedule, chunks, micro_batches, micro_batch_size, sharding, precision,
-/// recompute, gpu, cluster. Names are the scenario format's (1f1b, zero2, FULL_SHARD, bf16,
+/// (true/false), cp, attention, pp, schedule, chunks, micro_batches, micro_batch_size,
+/// sharding, precision, recompute, gpu, cluster. Names are the scenario format's (1f1b, zero2, FULL_SHARD, bf16,
 /// selective, ...).
 void set_knob(WhatIf& knobs, const std::string& key, const std::string& value);
 /// Applies "key=value,key=value".

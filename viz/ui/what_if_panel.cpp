@@ -60,8 +60,8 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   if (!st.what_if) {
     ImGui::TextWrapped(
         "Start the viewer with --scenario <file or shipped name> to change dp, tp (and "
-        "sequence parallelism), pp, the schedule, micro-batches, sharding, precision, "
-        "recomputation, GPU and cluster and see each change re-simulated.");
+        "sequence parallelism), cp, pp, the schedule, micro-batches, sharding, precision (fp8 too), "
+        "attention kernel, recomputation, GPU and cluster and see each change re-simulated.");
     ImGui::EndChild();
     return;
   }
@@ -85,6 +85,12 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
           "reduce-scatter, and norms and dropout run on seq_len / tp tokens per rank.");
     }
   }
+  int_knob("cp (context-parallel)", k.cp);
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip(
+        "Megatron-LM context parallelism: each rank holds seq_len / cp tokens; K and V travel\n"
+        "around the cp ranks in a ring, overlapped with the attention core (flash only).");
+  }
   int_knob("pp (pipeline stages)", k.pp);
   enum_combo("schedule", k.schedule,
              {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved});
@@ -100,7 +106,9 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
       "sharding", k.sharding,
       {Sharding::none, Sharding::zero1, Sharding::zero2, Sharding::zero3, Sharding::fsdp_full_shard,
        Sharding::fsdp_shard_grad_op, Sharding::fsdp_hybrid_shard});
-  enum_combo("precision", k.precision, {Precision::no, Precision::fp16, Precision::bf16});
+  enum_combo("precision", k.precision,
+             {Precision::no, Precision::fp16, Precision::bf16, Precision::fp8});
+  enum_combo("attention", k.attention, {spec::Attention::flash, spec::Attention::eager});
   enum_combo("recompute", k.recompute, {Recompute::none, Recompute::selective, Recompute::full});
   preset_combo("GPU", k.gpu, spec::PresetKind::gpu, w.base.cluster.gpu.name);
   preset_combo("cluster", k.cluster, spec::PresetKind::cluster, w.base.cluster.name);
@@ -109,7 +117,8 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   st.submit_what_if();
 
   ImGui::Separator();
-  ImGui::Text("world %d GPUs = dp %d × tp %d × pp %d", world_of(k), k.dp, k.tp, k.pp);
+  ImGui::Text("world %d GPUs = dp %d × tp %d × cp %d × pp %d", world_of(k), k.dp, k.tp, k.cp,
+              k.pp);
   const std::int64_t global = std::int64_t{k.micro_batch_size} * k.micro_batches * k.dp;
   ImGui::Text("global batch %lld sequences = micro-batch size × micro-batches × dp",
               static_cast<long long>(global));
