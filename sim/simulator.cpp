@@ -147,6 +147,7 @@ void Run::build_indices() {
   std::vector<plan::OpId> merged;
   auto for_stream_edges = [&](auto&& fn) {
     for (int r = 0; r < world; ++r) {
+      if (!plan_.ranks[r].built) continue;  // a folded replica has no ops of its own
       for (int s = 0; s < plan::kStreamCount; ++s) {
         const auto stream = static_cast<plan::Stream>(s);
         if (stream == plan::Stream::p2p) continue;
