@@ -3,6 +3,7 @@
 // trace and export in report.cpp, the strategies in data_parallel.cpp.
 #include "engine/accelerate/accelerator.hpp"
 
+#include <algorithm>
 #include <exception>
 
 #include <ATen/ATen.h>
@@ -171,7 +172,13 @@ double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target
 
 void Accelerator::prepare_data_loader(DataLoaderBase& loader) {
   loader.shard(env_.rank, env_.world_size, options_.split_batches);
-  loader_ = &loader;
+  add_loader(loader);
+}
+
+void Accelerator::add_loader(DataLoaderBase& loader) {
+  if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
+  loaders_.push_back(&loader);
+  if (!loader_) loader_ = &loader;  // an evaluation loader prepared later does not replace it
 }
 
 void Accelerator::set_autocast(bool on) {

@@ -127,7 +127,7 @@ class Accelerator {
     // Every stage of a pipeline reads the same batches (the first its data, the last its
     // targets); the pipelines of data parallelism read their own shards.
     loader->shard(pipeline_replica(), pipeline_replicas(), options_.split_batches);
-    loader_ = loader.get();
+    add_loader(*loader);
     return {model, optimizer_, loader};
   }
   /// Pipeline: forward and backward of every micro-batch of (data, target) through the
@@ -242,7 +242,11 @@ class Accelerator {
   std::unique_ptr<runtime::Communicator> solo_;  ///< a one-process world: the stage's own
   AcceleratorOptions stage_options_;
   std::shared_ptr<AcceleratedOptimizer> optimizer_;
+  /// The loaders prepared, in order; save_state records each one's position, and the first
+  /// (the training loader, by convention) sizes the samples per step.
+  std::vector<DataLoaderBase*> loaders_;
   DataLoaderBase* loader_ = nullptr;
+  void add_loader(DataLoaderBase& loader);
   std::int64_t micro_step_ = 0;  ///< backwards so far
   bool sync_ = true;             ///< the last backward synced gradients
   bool skipped_ = false;

@@ -64,10 +64,11 @@ void Accelerator::save_state(const std::string& dir) {
               {"last_overflow_iteration", s.last_overflow_iteration},
               {"hysteresis_left", s.hysteresis_left}};
   }
-  nlohmann::json data = nullptr;
-  if (loader_) {
-    data = {{"epoch", loader_->position().epoch}, {"batch", loader_->position().batch}};
+  nlohmann::json data = nullptr, loaders = nlohmann::json::array();
+  for (const DataLoaderBase* l : loaders_) {
+    loaders.push_back({{"epoch", l->position().epoch}, {"batch", l->position().batch}});
   }
+  if (loader_) data = loaders.front();
   nlohmann::json header = {{"format", kFormat},
                            {"version", kVersion},
                            {"rank", rank},
@@ -76,7 +77,8 @@ void Accelerator::save_state(const std::string& dir) {
                            {"optimizer_steps", optimizer_steps_},
                            {"micro_steps", micro_step_},
                            {"loss_scaler", scaler},
-                           {"data", data}};
+                           {"data", data},
+                           {"loaders", loaders}};
   std::uint64_t sum = 0;
   const std::string bytes = ckpt::encode_rank_file(std::move(header), tensors, &sum);
   ckpt::write_atomically((fs::path(sdir) / ("rank-" + std::to_string(rank) + ".ckpt")).string(),
@@ -138,9 +140,21 @@ void Accelerator::load_state(const std::string& dir) {
     s.hysteresis_left = js.at("hysteresis_left").get<int>();
     scaler_->restore(s);
   }
-  if (loader_ && !f.header.at("data").is_null()) {
-    loader_->set_position({f.header.at("data").at("epoch").get<std::int64_t>(),
-                           f.header.at("data").at("batch").get<std::int64_t>()});
+  // Each prepared loader gets its own position back, in the order they were prepared;
+  // checkpoints written before several loaders were recorded restore the first.
+  auto position_of = [](const nlohmann::json& p) {
+    return DataPosition{p.at("epoch").get<std::int64_t>(), p.at("batch").get<std::int64_t>()};
+  };
+  const nlohmann::json& saved = f.header.contains("loaders") ? f.header.at("loaders")
+                                                             : nlohmann::json::array();
+  if (!saved.empty() && saved.size() != loaders_.size()) {
+    throw SpecError("load_state", "the checkpoint recorded " + std::to_string(saved.size()) +
+                                      " data loaders but " + std::to_string(loaders_.size()) +
+                                      " were prepared: prepare the same loaders before loading");
+  }
+  for (std::size_t i = 0; i < saved.size(); ++i) loaders_[i]->set_position(position_of(saved[i]));
+  if (saved.empty() && loader_ && !f.header.at("data").is_null()) {
+    loader_->set_position(position_of(f.header.at("data")));
   }
   dp_->after_load();
   dp_->zero_grad();

@@ -444,6 +444,24 @@ TEST(Accelerate, StateSavedAtAnEpochsEndResumesWithTheNextEpoch) {
   EXPECT_LT(max_abs_diff(read_floats(dir / "resumed.bin"), read_floats(dir / "full.bin")), 1e-6);
 }
 
+// The training loader's position comes back even when an evaluation loader was prepared after
+// it (the checkpoint used to keep only the last one prepared: training restarted at epoch 0).
+TEST(Accelerate, ASecondLoaderPreparedAfterTheTrainingOneKeepsItsOwnPosition) {
+  TempDir dir;
+  const std::string flags = "--num_processes 2";
+  const Job full =
+      launch(kSplit, flags, "--steps 6 --batch 16 --eval_loader 1 --out " + (dir / "full.bin"));
+  ASSERT_EQ(full.code, 0) << full.output;
+  const Job first = launch(
+      kSplit, flags, "--steps 3 --batch 16 --eval_loader 1 --save_at 3 --save_dir " + (dir / "ckpt"));
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Job resumed = launch(kSplit, flags,
+                             "--steps 6 --batch 16 --eval_loader 1 --resume " + (dir / "ckpt") +
+                                 " --out " + (dir / "resumed.bin"));
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_LT(max_abs_diff(read_floats(dir / "resumed.bin"), read_floats(dir / "full.bin")), 1e-6);
+}
+
 INSTANTIATE_TEST_SUITE_P(Strategies, SaveLoad,
                          ::testing::Values("--zero_stage 2",
                                            "--use_fsdp --fsdp_min_num_params 1000",

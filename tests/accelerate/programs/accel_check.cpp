@@ -116,6 +116,13 @@ int main(int argc, char** argv) {
   auto data = stratagem::accelerate::make_data_loader(
       Data(), {.batch_size = batch, .shuffle = true, .seed = 7});
   auto [net, optimizer, loader] = acc.prepare(model, adam, data);
+  // An evaluation loader prepared after the training one, read a little every step: its
+  // position must not stand in for the training loader's in a checkpoint.
+  std::shared_ptr<stratagem::accelerate::DataLoader<Data>> eval;
+  if (flags.count("--eval_loader")) {
+    eval = stratagem::accelerate::make_data_loader(Data(), {.batch_size = batch, .seed = 3});
+    acc.prepare_data_loader(*eval);
+  }
   if (flags.count("--resume")) acc.load_state(flags["--resume"]);
 
   while (acc.optimizer_steps() < steps) {
@@ -137,6 +144,14 @@ int main(int argc, char** argv) {
         acc.print("step ", acc.optimizer_steps(), " loss ", loss.item<double>());
         if (acc.process_index() == throw_rank && acc.optimizer_steps() == throw_step) {
           throw std::runtime_error("injected failure at step " + std::to_string(throw_step));
+        }
+        if (eval) {
+          // Two evaluation batches per step; the loop restarts its epoch each time.
+          int seen = 0;
+          for (auto& e : *eval) {
+            (void)e;
+            if (++seen == 2) break;
+          }
         }
         if (acc.optimizer_steps() == save_at) acc.save_state(flags["--save_dir"]);
       }
