@@ -68,6 +68,11 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
               for (spec::Precision precision : precisions) {
                 for (spec::Attention attention : o.attentions) {
                   for (spec::Recompute recompute : o.recomputes) {
+                    // Selective recomputation is none with flash attention: not listed twice.
+                    if (recompute == spec::Recompute::selective &&
+                        attention == spec::Attention::flash) {
+                      continue;
+                    }
                     spec::Scenario s = base;
                     auto& st = s.strategy;
                     st = spec::StrategySpec{};
@@ -88,11 +93,6 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
                     st.attention = attention;
                     st.recompute = recompute;
                     st.optimizer = base.strategy.optimizer;
-                    // Selective recomputation is none with flash attention: not listed twice.
-                    if (recompute == spec::Recompute::selective &&
-                        attention == spec::Attention::flash) {
-                      continue;
-                    }
                     try {
                       spec::validate(s);
                     } catch (const SpecError&) {
@@ -174,20 +174,12 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
   for (const auto& [d, e] : curve.table) {
     if (best_dim == 0 || e > curve.at(best_dim)) best_dim = d;
   }
-  // As the plan's compute op (schedule_pass.cpp): GEMMs (the head's in 16 bits under fp8),
-  // the fused attention kernel (kFlashBackwardRatio in backward) and memory-bound bytes.
-  auto time = [&](int index, double scale, double attention_scale, double bytes,
-                  plan::Phase phase, bool recompute_op = false) {
-    const plan::Unit& u = units[index];
-    plan::Compute c;
-    c.phase = phase;
-    c.dtype = dtype;
+  // A unit's work as the plan's compute op has it, without launches, at its own (or the
+  // measured curve's best) GEMM dimension.
+  auto time = [&](int index, plan::Phase phase) {
+    plan::Compute c = plan::units_work(st, units, phase, index, index + 1);
     c.kernels = 0;
-    const double gemm = recompute_op ? u.recompute_flops : scale * u.fwd_flops;
-    (dtype == spec::DType::fp8 && index == head ? c.flops_16bit : c.flops) = gemm;
-    c.attention_flops = recompute_op ? u.recompute_attn_flops : attention_scale * u.attn_fwd_flops;
-    c.bytes = bytes;
-    c.gemm_dim = curve.table.empty() ? u.gemm_dim : best_dim;
+    if (!curve.table.empty()) c.gemm_dim = best_dim;
     return models.compute->duration(c);
   };
   // A unit's TP collectives; `but_trailing`: without one that ends its chain (the last unit of
@@ -210,12 +202,10 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
       const auto [b, e] = chunks[c];
       for (int u = b; u < e; ++u) {
         const plan::Unit& unit = units[u];
-        const double fwd =
-            time(u, 1.0, 1.0, unit.full_act_bytes, plan::Phase::forward) + tp_time(u, true);
-        double bwd = time(u, 2.0, plan::kFlashBackwardRatio, 2.0 * unit.full_act_bytes, plan::Phase::backward) +
-                     tp_time(u, false);
+        const double fwd = time(u, plan::Phase::forward) + tp_time(u, true);
+        double bwd = time(u, plan::Phase::backward) + tp_time(u, false);
         if (recompute && unit.recompute_flops > 0) {
-          bwd += time(u, 0, 0, unit.full_act_bytes - unit.act_bytes, plan::Phase::recompute, true);
+          bwd += time(u, plan::Phase::recompute);
           if (st.recompute == spec::Recompute::full) bwd += tp_time(u, true);
         }
         if (c == 0) {

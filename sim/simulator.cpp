@@ -106,10 +106,10 @@ class Run {
 // (GB200 NVL72: 18 trays of 4 GPUs) the domain's index; `intra_node` links join its members.
 int Run::node_of(int rank) const {
   const auto& coords = plan_.layout.coords;
-  const int gpn = std::max(plan_.layout.gpus_per_node, 1);
-  const int nodes_per_domain = std::max(plan_.scenario.cluster.domain_gpus() / gpn, 1);
-  const int node = rank < static_cast<int>(coords.size()) ? coords[rank].node : rank / gpn;
-  return node / nodes_per_domain;
+  const int node = rank < static_cast<int>(coords.size())
+                       ? coords[rank].node
+                       : rank / std::max(plan_.layout.gpus_per_node, 1);
+  return plan_.scenario.cluster.domain_of_node(node);
 }
 
 double Run::rank_variance(int rank) const {

@@ -15,18 +15,24 @@ namespace {
 constexpr std::chrono::milliseconds kPeriod{1000};
 
 struct Beater {
-  std::mutex mu;
+  std::mutex mu;  // guards what, describe, and the thread's start and stop
   std::condition_variable cv;
   std::thread thread;
   bool started = false, stopping = false;
   int fd = -1;
-  std::uint64_t progress = 0;
+  std::atomic<std::uint64_t> progress{0};
+  std::atomic<std::uint64_t> item{0};
+  std::atomic<bool> item_latest{false};  // the last progress was a tick(item)
   std::string what = "starting";
+  Heartbeat::Describe describe;
 
   void loop() {
     std::unique_lock<std::mutex> lock(mu);
     while (!stopping) {
-      std::string line = std::to_string(progress) + " " + what;
+      const std::string now = item_latest.load(std::memory_order_relaxed) && describe
+                                  ? describe(item.load(std::memory_order_relaxed))
+                                  : what;
+      std::string line = std::to_string(progress.load(std::memory_order_relaxed)) + " " + now;
       for (char& c : line) {
         if (c == '\n') c = ' ';
       }
@@ -39,9 +45,7 @@ struct Beater {
     }
   }
 
-  ~Beater() { stop(); }
-
-  void stop() {
+  ~Beater() {
     {
       std::lock_guard<std::mutex> lock(mu);
       stopping = true;
@@ -75,12 +79,29 @@ void Heartbeat::start_from_env() {
 void Heartbeat::progress(const std::string& what) {
   Beater& b = beater();
   std::lock_guard<std::mutex> lock(b.mu);
-  ++b.progress;
   b.what = what;
+  b.item_latest.store(false, std::memory_order_relaxed);
+  b.progress.fetch_add(1, std::memory_order_relaxed);
 }
 
-void Heartbeat::stop() {
-  beater().stop();
+void Heartbeat::tick(std::uint64_t item) {
+  Beater& b = beater();
+  b.item.store(item, std::memory_order_relaxed);
+  b.item_latest.store(true, std::memory_order_relaxed);
+  b.progress.fetch_add(1, std::memory_order_relaxed);
+}
+
+Heartbeat::Describer::Describer(Describe describe) {
+  Beater& b = beater();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.describe = std::move(describe);
+}
+
+Heartbeat::Describer::~Describer() {
+  Beater& b = beater();
+  std::lock_guard<std::mutex> lock(b.mu);
+  b.describe = nullptr;
+  b.item_latest.store(false, std::memory_order_relaxed);
 }
 
 void LivenessWatch::beat(int rank, const std::string& line, Clock::time_point now) {
@@ -100,37 +121,33 @@ void LivenessWatch::forget(int rank) {
   ranks_.erase(rank);
 }
 
-int LivenessWatch::stalled_rank(Clock::time_point now) const {
-  if (limit_.count() <= 0 || ranks_.empty()) return -1;
+std::optional<LivenessWatch::Stall> LivenessWatch::stalled(Clock::time_point now) const {
+  if (limit_.count() <= 0 || ranks_.empty()) return std::nullopt;
+  const auto secs = [](Clock::duration d) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count());
+  };
+  const auto at = [](const Rank& r) {
+    return r.what.empty() ? std::string() : " (last at: " + r.what + ")";
+  };
   for (const auto& [rank, r] : ranks_) {
-    if (now - r.last_beat > limit_) return rank;
+    if (now - r.last_beat <= limit_) continue;
+    return Stall{rank, "rank " + std::to_string(rank) + " stopped responding: no heartbeat for " +
+                           secs(now - r.last_beat) + " s" + at(r) +
+                           "; it may be stopped (SIGSTOP) or frozen"};
   }
   const Rank* behind = nullptr;
   int behind_rank = -1;
   for (const auto& [rank, r] : ranks_) {
-    if (now - r.last_progress <= limit_) return -1;  // someone still moves
+    if (now - r.last_progress <= limit_) return std::nullopt;  // someone still moves
     if (!behind || r.progress < behind->progress) {
       behind = &r;
       behind_rank = rank;
     }
   }
-  return behind_rank;
-}
-
-std::optional<std::string> LivenessWatch::stalled(Clock::time_point now) const {
-  const int rank = stalled_rank(now);
-  if (rank < 0) return std::nullopt;
-  const Rank& r = ranks_.at(rank);
-  const auto s = [](Clock::duration d) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(d).count());
-  };
-  const std::string op = r.what.empty() ? "" : " (last at: " + r.what + ")";
-  if (now - r.last_beat > limit_) {
-    return "rank " + std::to_string(rank) + " stopped responding: no heartbeat for " +
-           s(now - r.last_beat) + " s" + op + "; it may be stopped (SIGSTOP) or frozen";
-  }
-  return "no rank made progress for " + s(now - r.last_progress) + " s; rank " +
-         std::to_string(rank) + " is furthest behind" + op + " and the others wait for it";
+  return Stall{behind_rank, "no rank made progress for " + secs(now - behind->last_progress) +
+                                " s; rank " + std::to_string(behind_rank) +
+                                " is furthest behind" + at(*behind) +
+                                " and the others wait for it"};
 }
 
 }  // namespace stratagem::runtime

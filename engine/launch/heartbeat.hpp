@@ -15,6 +15,7 @@
 // but without trusting the rank that hosts the store.
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -23,15 +24,27 @@ namespace stratagem::runtime {
 
 inline constexpr const char* kHeartbeatFdEnv = "STRATAGEM_HEARTBEAT_FD";
 
-/// This process's heartbeat (one per process; inert without STRATAGEM_HEARTBEAT_FD).
+/// This process's heartbeat (one per process; inert without STRATAGEM_HEARTBEAT_FD). The
+/// thread stops at static destruction.
 class Heartbeat {
  public:
+  using Describe = std::function<std::string(std::uint64_t item)>;
   /// Starts the beating thread if the launcher asked for it; later calls do nothing.
   static void start_from_env();
-  /// Records progress: `what` is the work now under way ("step 2 op 57: all_reduce grad_sync").
+  /// Records progress: `what` is the work now under way ("backward", "rendezvous at …").
   static void progress(const std::string& what);
-  /// Stops the thread (before exit; also at static destruction).
-  static void stop();
+  /// Records progress on `item` (an op id) without building its text: two relaxed atomic
+  /// stores, cheap enough for every op the executor starts. A beat describes the latest item
+  /// with the function a `Describer` installed.
+  static void tick(std::uint64_t item);
+  /// Installs how items are described for as long as it lives (the plan it reads must).
+  class Describer {
+   public:
+    explicit Describer(Describe describe);
+    ~Describer();
+    Describer(const Describer&) = delete;
+    Describer& operator=(const Describer&) = delete;
+  };
 };
 
 class LivenessWatch {
@@ -43,10 +56,12 @@ class LivenessWatch {
   void beat(int rank, const std::string& line, Clock::time_point now);
   /// The rank has exited: no longer watched.
   void forget(int rank);
-  /// Why the job is stalled at `now`, naming the rank and its op; nothing while it is alive.
-  std::optional<std::string> stalled(Clock::time_point now) const;
-  /// The rank `stalled` named (-1 when none).
-  int stalled_rank(Clock::time_point now) const;
+  struct Stall {
+    int rank = -1;    ///< the silent rank, or the one furthest behind
+    std::string why;  ///< one sentence naming it and its op
+  };
+  /// Whether the job is stalled at `now`; nothing while it is alive.
+  std::optional<Stall> stalled(Clock::time_point now) const;
 
  private:
   struct Rank {

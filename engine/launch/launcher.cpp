@@ -155,9 +155,8 @@ class Supervisor {
         begin_ending();
       }
       if (!ending_) {
-        if (auto why = liveness_.stalled(now)) {
-          stalled_ = *why;
-          stalled_rank_ = liveness_.stalled_rank(now);
+        if (auto stall = liveness_.stalled(now)) {
+          stalled_ = std::move(*stall);
           begin_ending();
         }
       }
@@ -331,11 +330,17 @@ class Supervisor {
     return n;
   }
 
+  static void last_output(std::ostream& msg, const WorkerExit& w) {
+    if (w.last_lines.empty()) return;
+    msg << "\nlast output of rank " << w.rank << ":";
+    for (const auto& line : w.last_lines) msg << "\n  " << line;
+  }
+
   LaunchResult result() {
     LaunchResult r;
     r.main_process_port = port_;
     r.timed_out = timed_out_;
-    r.stalled = !stalled_.empty();
+    r.stalled = stalled_.has_value();
     r.interrupted_by = interrupted_by_;
     for (auto& w : workers_) {
       w.exit.last_lines.assign(w.tail.begin(), w.tail.end());
@@ -347,24 +352,19 @@ class Supervisor {
       r.first_failure = f;
       r.exit_code = f.signaled ? 128 + f.code : f.code;
       msg << "worker rank " << f.rank << " (pid " << f.pid << ") failed: " << describe_exit(f);
-      if (!f.last_lines.empty()) {
-        msg << "\nlast output of rank " << f.rank << ":";
-        for (const auto& line : f.last_lines) msg << "\n  " << line;
-      }
+      last_output(msg, f);
     } else if (interrupted_by_) {
       r.exit_code = 128 + interrupted_by_;
       msg << "interrupted by " << signal_name(interrupted_by_);
     } else if (timed_out_) {
       r.exit_code = 124;
       msg << "the job did not finish within " << o_.timeout.count() << " s";
-    } else if (!stalled_.empty()) {
+    } else if (stalled_) {
       r.exit_code = 124;
-      msg << "the job stalled: " << stalled_ << " (liveness bound " << o_.liveness.count()
+      msg << "the job stalled: " << stalled_->why << " (liveness bound " << o_.liveness.count()
           << " s, --liveness_timeout)";
       for (const auto& w : r.workers) {
-        if (w.rank != stalled_rank_ || w.last_lines.empty()) continue;
-        msg << "\nlast output of rank " << w.rank << ":";
-        for (const auto& line : w.last_lines) msg << "\n  " << line;
+        if (w.rank == stalled_->rank) last_output(msg, w);
       }
     }
     if (first_failure_ >= 0) {
@@ -402,8 +402,7 @@ class Supervisor {
   bool killed_ = false;
   bool timed_out_ = false;
   LivenessWatch liveness_;
-  std::string stalled_;  // why the liveness bound ended the job
-  int stalled_rank_ = -1;
+  std::optional<LivenessWatch::Stall> stalled_;  // why the liveness bound ended the job
   int interrupted_by_ = 0;
   int first_failure_ = -1;
   Clock::time_point kill_deadline_{};

@@ -9,6 +9,8 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "engine/spec/error.hpp"
+
 namespace stratagem::runtime {
 
 namespace {
@@ -28,8 +30,10 @@ at::ScalarType storage_type(spec::DType d) {
     case spec::DType::fp32:
     case spec::DType::tf32:
       return at::kFloat;
+    case spec::DType::fp8:
+      break;  // LibTorch has no fp8 matmul to time here (scaled_mm is Hopper-only, 2.1+)
   }
-  return at::kFloat;
+  throw RuntimeError("device_bench: no fp8 GEMM to measure with this LibTorch");
 }
 
 // Restores the TF32 setting on scope exit.

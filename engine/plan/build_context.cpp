@@ -40,11 +40,9 @@ int BuildContext::add_group(std::vector<int> ranks, const std::string& label) {
   g.ranks = ranks;
   g.label = label;
   // Nodes spanned, counting an NVLink domain of several nodes (NVL72) as one.
-  const int gpn = std::max(plan.layout.gpus_per_node, 1);
-  const int nodes_per_domain = std::max(scenario.cluster.domain_gpus() / gpn, 1);
   int last_node = -1, spanned = 0;
   for (int r : ranks) {
-    const int node = plan.layout.coords[r].node / nodes_per_domain;
+    const int node = scenario.cluster.domain_of_node(plan.layout.coords[r].node);
     if (node != last_node) ++spanned;  // ranks are sorted, nodes are contiguous
     last_node = node;
   }

@@ -35,6 +35,11 @@ inline constexpr double kFlashBackwardRatio = 2.5;
 
 /// The model's units with parameters, FLOPs and activation bytes per micro-batch.
 std::vector<Unit> make_units(const spec::Scenario& scenario);
+/// The work of phase `phase` over units [u0, u1) as one compute op (no stage, chunk or
+/// micro-batch): GEMM FLOPs (the LM head's in 16 bits under fp8), fused-attention FLOPs
+/// (kFlashBackwardRatio in backward), memory-bound bytes, launches (schedule_pass.cpp).
+Compute units_work(const spec::StrategySpec& st, const std::vector<Unit>& units, Phase phase,
+                   int u0, int u1);
 /// fp8 training as Transformer Engine does it: each linear layer keeps its weight in fp8 and
 /// its transpose for the backward GEMM (2 bytes per parameter), and delayed scaling keeps an
 /// amax history of 1024 steps plus scale and inverse scale (fp32) for its input, weight and

@@ -14,17 +14,13 @@ constexpr int kHeadForwardKernels = 4;
 
 }  // namespace
 
-Compute compute_op(const BuildContext& ctx, Phase phase, int stage, int chunk, int mb, int u0,
-                   int u1) {
-  const auto& units = ctx.layout().units;
+Compute units_work(const spec::StrategySpec& st, const std::vector<Unit>& units, Phase phase,
+                   int u0, int u1) {
   Compute c;
   c.phase = phase;
-  c.stage = stage;
-  c.chunk = chunk;
-  c.microbatch = mb;
   c.unit_begin = u0;
   c.unit_end = u1;
-  c.dtype = spec::gemm_dtype(ctx.strategy());
+  c.dtype = spec::gemm_dtype(st);
   const bool fp8 = c.dtype == spec::DType::fp8;
   const int last = static_cast<int>(units.size()) - 1;
   c.kernels = 0;
@@ -63,6 +59,15 @@ Compute compute_op(const BuildContext& ctx, Phase phase, int stage, int chunk, i
       c.gemm_dim = c.gemm_dim > 0 ? std::min(c.gemm_dim, unit.gemm_dim) : unit.gemm_dim;
   }
   c.kernels = std::max(c.kernels, 1);
+  return c;
+}
+
+Compute compute_op(const BuildContext& ctx, Phase phase, int stage, int chunk, int mb, int u0,
+                   int u1) {
+  Compute c = units_work(ctx.strategy(), ctx.layout().units, phase, u0, u1);
+  c.stage = stage;
+  c.chunk = chunk;
+  c.microbatch = mb;
   return c;
 }
 

@@ -6,6 +6,7 @@
 
 #include "engine/plan/context_parallel.hpp"
 #include "engine/plan/schedule_pass.hpp"
+#include "engine/spec/error.hpp"
 #include "engine/spec/tensor_shapes.hpp"
 
 namespace stratagem::plan {
@@ -34,9 +35,8 @@ std::vector<TpPiece> TpChains::attention_half(bool forward) const {
   const double fq = split_.qkv_flops_share;
   const TpPiece pre{false, fq, ba / 2, 0.0}, core{false, 0.0, 0.0, 1.0},
       post{false, fa - fq, ba / 2, 0.0};
-  std::vector<TpPiece> out;
+  std::vector<TpPiece> out = {forward ? pre : post};
   for (const TpPiece& ring : context_exchange(forward, kv_bytes_, dtype_)) out.push_back(ring);
-  out.insert(out.begin(), forward ? pre : post);
   out.push_back(core);
   out.push_back(forward ? post : pre);
   return out;
@@ -120,7 +120,8 @@ class TensorParallel {
       for (DraftRef& dep : d_.op(s.first()).deps) {
         if (auto it = end_of.find(dep); it != end_of.end()) dep = it->second;
       }
-      if (s.phase == Phase::recompute && spec::effective_recompute(ctx_.strategy()) != spec::Recompute::full) {
+      if (s.phase == Phase::recompute &&
+          spec::effective_recompute(ctx_.strategy()) != spec::Recompute::full) {
         continue;  // selective: the attention core alone, all local
       }
       const DraftRef head = s.first();
@@ -133,12 +134,7 @@ class TensorParallel {
   void split(Step& s) {
     const DraftRef head = s.first();
     const bool forward = s.phase != Phase::backward;
-    struct Link {
-      Stream stream;
-      Payload payload;
-      bool alongside;  // a context collective: runs beside the next compute piece
-    };
-    std::vector<Link> chain;
+    std::vector<std::pair<Stream, Payload>> chain;
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
@@ -152,7 +148,7 @@ class TensorParallel {
               ctx_, p.kind, ring ? CommPurpose::context_parallel : CommPurpose::tensor_parallel,
               ring ? ctx_.cp_group[d_.rank] : ctx_.tp_group[d_.rank], p.bytes, -1, u, u + 1);
           c.dtype = p.dtype;
-          chain.push_back({ring ? Stream::cp : Stream::tp, c, ring});
+          chain.emplace_back(ring ? Stream::cp : Stream::tp, c);
           continue;
         }
         Compute c = unit;
@@ -161,25 +157,25 @@ class TensorParallel {
         c.attention_flops = unit.attention_flops * p.attention_share;
         c.bytes = unit.bytes * p.bytes_share;
         c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
-        chain.push_back({Stream::compute, c, false});
+        chain.emplace_back(Stream::compute, c);
       }
     }
     // The step's op becomes the chain's first (keeping its deps and start effects); the rest
-    // follow it, each waiting for the one before, except that context collectives and the
-    // compute piece after them both wait for the piece before them, and the next piece waits
-    // for all of them. End effects move to the last.
+    // follow it, each waiting for the one before, except that context collectives (the `cp`
+    // stream) and the compute piece after them both wait for the piece before them, and the
+    // next piece waits for all of them. End effects move to the last.
     std::vector<MemEffect> effects = std::move(d_.op(head).effects);
-    d_.op(head).stream = chain.front().stream;
-    d_.op(head).payload = chain.front().payload;
+    d_.op(head).stream = chain.front().first;
+    d_.op(head).payload = chain.front().second;
     d_.op(head).effects.clear();
     std::vector<DraftRef> body = {head};
-    DraftRef critical = head;        // what the next piece waits for
+    DraftRef critical = head;         // what the next piece waits for
     std::vector<DraftRef> alongside;  // context collectives in flight
-    bool join_next = false;          // the piece after the overlapped compute joins them
+    bool join_next = false;           // the piece after the overlapped compute joins them
     for (std::size_t k = 1; k < chain.size(); ++k) {
-      const Link& link = chain[k];
-      if (link.alongside) {
-        body.push_back(d_.add(link.stream, link.payload, {critical}));
+      const auto& [stream, payload] = chain[k];
+      if (stream == Stream::cp) {
+        body.push_back(d_.add(stream, payload, {critical}));
         alongside.push_back(body.back());
         continue;
       }
@@ -187,14 +183,14 @@ class TensorParallel {
       if (join_next) {
         deps.insert(deps.end(), alongside.begin(), alongside.end());
         alongside.clear();
-        join_next = false;
       }
-      body.push_back(d_.add(link.stream, link.payload, std::move(deps)));
+      body.push_back(d_.add(stream, payload, std::move(deps)));
       critical = body.back();
-      if (!alongside.empty()) join_next = true;
+      join_next = !alongside.empty();
     }
-    if (!alongside.empty()) {  // a chain never ends on its overlapped piece; stay safe
-      body.push_back(d_.add(Stream::compute, Compute{}, alongside));
+    if (!alongside.empty()) {
+      throw RuntimeError("plan builder: a context-parallel exchange ends its chain at unit " +
+                         std::to_string(s.unit_begin) + " with nothing to overlap");
     }
     s.body = std::move(body);
     for (const MemEffect& e : effects) add_effect(d_, s, e);

@@ -104,7 +104,7 @@ void Executor::Run::begin(OpId id) {
   auto& r = ops[id];
   r.status = 1;
   r.start = Clock::now();
-  Heartbeat::progress(describe_op(plan, id));  // the launcher's liveness watch
+  Heartbeat::tick(static_cast<std::uint64_t>(id));  // the launcher's liveness watch
   if (ex.options_.on_op_start) ex.options_.on_op_start(plan.ops[id]);
 }
 
@@ -393,6 +393,11 @@ Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, con
 Executor::~Executor() = default;
 
 StepOutcome Executor::step(std::int64_t step) {
+  // A heartbeat names the op its rank last started (described only when a beat is sent).
+  const Heartbeat::Describer describer([this, step](std::uint64_t id) {
+    return "step " + std::to_string(step) + " " +
+           describe_op(plan_, static_cast<plan::OpId>(id));
+  });
   state_->zero_grads();
   Run run(*this, step);
   run.out.loss_scale = scaler_ ? scaler_->scale() : 1.0;

@@ -130,6 +130,12 @@ struct ClusterSpec {
   std::optional<CommCalibration> calibration;  ///< from a hardware profile (apply_profile)
   int world_size() const { return nodes * gpus_per_node; }
   int domain_gpus() const { return nvlink_domain_gpus > 0 ? nvlink_domain_gpus : gpus_per_node; }
+  /// The NVLink domain node `node` belongs to (itself, unless a domain spans several nodes).
+  int domain_of_node(int node) const {
+    const int gpn = gpus_per_node > 0 ? gpus_per_node : 1;
+    const int nodes_per_domain = domain_gpus() / gpn;
+    return nodes_per_domain > 1 ? node / nodes_per_domain : node;
+  }
 };
 
 /// The "measured_units" list of a GPU object or a profile's device (keys in microseconds).

@@ -83,6 +83,8 @@ Rgba tensor_class_color(plan::TensorClass c) {
       return {216, 67, 140, 255};
     case T::loss_scale:
       return {158, 158, 158, 255};
+    case T::fp8_weights:
+      return {205, 220, 57, 255};
     case T::count:
       break;
   }
