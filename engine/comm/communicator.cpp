@@ -4,9 +4,7 @@
 #include "engine/comm/gloo_communicator.hpp"
 #include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
-#ifdef STRATAGEM_HAVE_NCCL
-#include "engine/comm/nccl_communicator.hpp"
-#endif
+#include "engine/comm/nccl_backend.hpp"
 
 namespace stratagem::runtime {
 
@@ -18,12 +16,14 @@ std::unique_ptr<Communicator> make_communicator(const DistEnv& env, std::shared_
                                   gloo_options_for(env, timeout));
   }
   if (backend == "nccl") {
-#ifdef STRATAGEM_HAVE_NCCL
-    return make_nccl_communicator(std::move(store), env.rank, env.world_size, env.local_rank,
-                                  timeout);
-#else
-    throw SpecError("backend", "this build has no NCCL (configure with CUDA and NCCL found)");
-#endif
+    const NcclFactory factory = nccl_backend();
+    if (!factory) {
+      throw SpecError("backend",
+                      "this program was linked without Stratagem's NCCL backend (link "
+                      "Stratagem::nccl, built when CUDA and NCCL are found; or run on CPUs with "
+                      "gloo)");
+    }
+    return factory(std::move(store), env.rank, env.world_size, env.local_rank, timeout);
   }
   throw SpecError("backend",
                   "unknown communicator backend \"" + backend + "\" (expected gloo or nccl)");

@@ -68,8 +68,8 @@ struct DistEnv;
 class Store;
 
 /// The communicator of this process for `backend` "gloo" (CPU tensors) or "nccl" (CUDA
-/// tensors; SpecError when this build has no NCCL): rendezvous (see store.hpp), then the
-/// backend's setup. `timeout` bounds the rendezvous and is every op's default wait.
+/// tensors; SpecError when the program was not linked with the NCCL backend, see
+/// nccl_backend.hpp): rendezvous (see store.hpp), then the backend's setup. `timeout` bounds the rendezvous and is every op's default wait.
 /// At the end of a job call barrier({}) before destroying it: rank 0 hosts the store that
 /// late subgroup set-ups of other ranks may still need.
 std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::string& backend,
