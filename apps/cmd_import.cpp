@@ -23,9 +23,11 @@ int run(const Options& o) {
   if (o.accelerate.empty() == o.deepspeed.empty()) {
     throw SpecError("import", "give exactly one of --accelerate FILE and --deepspeed FILE");
   }
+  std::string warning;
   const nlohmann::json scenario = o.accelerate.empty()
                                       ? spec::import_deepspeed(o.deepspeed, o.import)
-                                      : spec::import_accelerate(o.accelerate, o.import);
+                                      : spec::import_accelerate(o.accelerate, o.import, &warning);
+  if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
   // The scenario format's own order, which reads top-down (nlohmann::json sorts keys).
   nlohmann::ordered_json ordered;
   for (const char* key : {"name", "description", "model", "cluster", "strategy", "training"}) {

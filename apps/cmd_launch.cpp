@@ -34,6 +34,7 @@ struct LaunchArgs {
   std::string pipeline_schedule;
   std::optional<int> pipeline_micro_batches;
   bool cpu = false;
+  bool debug = false;
   double timeout_s = 0;
   double kill_grace_s = 3;
   int liveness_s = 60;
@@ -53,7 +54,10 @@ int run(LaunchArgs& a) {
                     "`stratagem launch --num_processes 2 -- ./train`");
   }
   spec::AccelerateLaunchConfig cfg;
-  if (!a.config_file.empty()) cfg = spec::read_accelerate_launch_config(a.config_file);
+  if (!a.config_file.empty()) {
+    cfg = spec::read_accelerate_launch_config(a.config_file);
+    if (!cfg.warning.empty()) std::cerr << "warning: " << cfg.warning << std::endl;
+  }
 
   runtime::LaunchOptions l;
   l.num_processes = a.num_processes.value_or(cfg.num_processes.value_or(1));
@@ -94,6 +98,15 @@ int run(LaunchArgs& a) {
   }
   if (!a.sharding.empty())
     sharding = spec::to_string(spec::parse_sharding(a.sharding, "--sharding"));
+  // Refused here, before any worker starts, rather than by every worker.
+  if (!sharding.empty() &&
+      spec::parse_sharding(sharding, "sharding") == spec::Sharding::fsdp_hybrid_shard) {
+    throw SpecError(!a.fsdp_sharding_strategy.empty() ? "--fsdp_sharding_strategy"
+                    : !a.sharding.empty()             ? "--sharding"
+                                                      : a.config_file + ": fsdp_sharding_strategy",
+                    "HYBRID_SHARD is not available in the Accelerator (use FULL_SHARD, or "
+                    "simulate it: strategy.sharding in a scenario)");
+  }
   std::string precision = a.mixed_precision.empty() ? cfg.mixed_precision : a.mixed_precision;
   if (precision != "no" && precision != "fp16" && precision != "bf16") {
     throw SpecError("--mixed_precision", "expected no, fp16 or bf16, got \"" + precision + "\"");
@@ -106,6 +119,7 @@ int run(LaunchArgs& a) {
   env.push_back({"STRATAGEM_GRADIENT_ACCUMULATION_STEPS", std::to_string(accum)});
   env.push_back({"ACCELERATE_MIXED_PRECISION", precision});  // what accelerate's workers see
   if (a.cpu || cfg.cpu) env.push_back({"STRATAGEM_CPU", "1"});
+  if (a.debug) env.push_back({"STRATAGEM_DEBUG", "1"});
   const std::string wrap = a.fsdp_wrap_cls.empty() ? join(cfg.fsdp_wrap_cls) : a.fsdp_wrap_cls;
   if (!wrap.empty()) env.push_back({"STRATAGEM_FSDP_WRAP_CLS", wrap});
   const auto min_params = a.fsdp_min_num_params.value_or(cfg.fsdp_min_num_params);
@@ -151,6 +165,8 @@ Registration reg{
                       "accelerate config (YAML) to read the job and strategy from");
        sub.add_option("--mixed_precision", a->mixed_precision, "no | fp16 | bf16");
        sub.add_flag("--cpu", a->cpu, "Run on CPUs with Gloo even when GPUs are present");
+       sub.add_flag("--debug", a->debug,
+                    "Show LibTorch's own warnings (profiler, allocator), hidden by default");
        sub.add_option("--sharding", a->sharding,
                       "ddp | zero1 | zero2 | FULL_SHARD | SHARD_GRAD_OP (default ddp)");
        sub.add_flag("--use_fsdp", a->use_fsdp, "FSDP (FULL_SHARD unless said otherwise)");

@@ -9,6 +9,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/accelerate/data_parallel.hpp"
+#include "engine/accelerate/trackers.hpp"
 #include "engine/comm/inproc_communicator.hpp"
 #include "engine/launch/heartbeat.hpp"
 #include "engine/comm/torch_compat.hpp"
@@ -36,12 +37,37 @@ AcceleratedOptimizer::AcceleratedOptimizer(Accelerator& acc,
 
 at::Tensor AcceleratedOptimizer::step(LossClosure closure) {
   if (closure) throw SpecError("optimizer", "step(closure) is not supported by the Accelerator");
-  // The learning rates live in this wrapper's groups (schedulers change them here).
-  for (std::size_t g = 0; g < param_groups_.size(); ++g) {
-    user_->param_groups()[g].options().set_lr(param_groups_[g].options().get_lr());
-  }
+  sync_learning_rates();
   acc_.optimizer_step();
   return {};
+}
+
+void AcceleratedOptimizer::sync_learning_rates() {
+  // A scheduler built on this wrapper changes its groups, one built on the original
+  // optimizer (as most are: before prepare) the original's. The sharded optimizer reads the
+  // original's (DataParallel::step).
+  auto& mine = param_groups_;
+  auto& theirs = user_->param_groups();
+  if (synced_lrs_.empty()) {
+    for (auto& g : theirs) synced_lrs_.push_back(g.options().get_lr());
+    initial_lrs_ = synced_lrs_;
+  }
+  for (std::size_t g = 0; g < mine.size() && g < theirs.size(); ++g) {
+    const double a = mine[g].options().get_lr(), b = theirs[g].options().get_lr();
+    const double lr = a != synced_lrs_[g] ? a : b;
+    mine[g].options().set_lr(lr);
+    theirs[g].options().set_lr(lr);
+    synced_lrs_[g] = lr;
+  }
+}
+
+void AcceleratedOptimizer::reset_learning_rates() {
+  sync_learning_rates();  // records the initial rates if not yet done
+  for (std::size_t g = 0; g < param_groups_.size(); ++g) {
+    param_groups_[g].options().set_lr(initial_lrs_[g]);
+    user_->param_groups()[g].options().set_lr(initial_lrs_[g]);
+    synced_lrs_[g] = initial_lrs_[g];
+  }
 }
 
 void AcceleratedOptimizer::zero_grad() {
@@ -66,6 +92,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
       device_(pick_device(options_, env_)) {
   runtime::Heartbeat::start_from_env();  // `stratagem launch` watches liveness through it
   runtime::Heartbeat::progress("starting the Accelerator");
+  runtime::compat::set_library_log_level(!options_.debug);
+  if (options_.seed) set_seed(*options_.seed);
   if (options_.gradient_accumulation_steps < 1) {
     throw SpecError("gradient_accumulation_steps", "must be >= 1");
   }
@@ -108,6 +136,7 @@ void Accelerator::prepare_model(torch::nn::Module& module,
   model_name_ = name;
   dp_ = std::make_unique<DataParallel>(module, optimizer, *comm_, tracer_, options_, device_);
   optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
+  optimizer_->sync_learning_rates();
   tracer_.memory(dp_->memory());
   set_autocast(true);
   mark_forward_start();
@@ -162,6 +191,9 @@ double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target
                                 const LossFn& loss_fn) {
   if (!pipeline_) throw SpecError("train_batch", "call prepare_pipeline() first");
   sync_ = true;
+  backward_done_ = true;
+  stepped_since_sync_ = false;
+  unscaled_ = false;
   ++micro_step_;
   if (loader_) samples_per_step_ += loader_->local_batch_size();
   const double loss = pipeline_->run(data, target, loss_fn, *dp_, loss_scale());
@@ -170,14 +202,24 @@ double Accelerator::train_batch(const at::Tensor& data, const at::Tensor& target
   return loss;
 }
 
-void Accelerator::prepare_data_loader(DataLoaderBase& loader) {
-  loader.shard(env_.rank, env_.world_size, options_.split_batches);
-  add_loader(loader);
+void Accelerator::prepare_data_loader(DataLoaderBase& loader, const std::string& name) {
+  if (loader.sharded()) {
+    throw SpecError(name.empty() ? "prepare_data_loader" : "prepare_data_loader(" + name + ")",
+                    "this data loader was prepared already (prepare each loader once)");
+  }
+  loader.shard(env_.rank, env_.world_size, options_.split_batches, options_.even_batches,
+               &observer_);
+  add_loader(loader, name);
 }
 
-void Accelerator::add_loader(DataLoaderBase& loader) {
-  if (std::find(loaders_.begin(), loaders_.end(), &loader) != loaders_.end()) return;
+void Accelerator::add_loader(DataLoaderBase& loader, const std::string& name) {
+  const std::string key = name.empty() ? "loader " + std::to_string(loaders_.size()) : name;
+  if (std::find(loader_names_.begin(), loader_names_.end(), key) != loader_names_.end()) {
+    throw SpecError("prepare_data_loader", "two loaders named \"" + key + "\"");
+  }
+  if (options_.seed) loader.reseed(*options_.seed);
   loaders_.push_back(&loader);
+  loader_names_.push_back(key);
   if (!loader_) loader_ = &loader;  // an evaluation loader prepared later does not replace it
 }
 
@@ -193,6 +235,7 @@ void Accelerator::set_autocast(bool on) {
   if (on && options_.mixed_precision == spec::Precision::fp16 && device_.is_cuda()) {
     dtype = at::kHalf;
   }
+  autocast_on_ = on;
   if (!on && options_.mixed_precision == spec::Precision::no) return;
   runtime::compat::set_autocast(device_.type(), dtype);
 }
@@ -223,9 +266,6 @@ double Accelerator::activation_element_bytes() const {
   return device_.is_cuda() && options_.mixed_precision != spec::Precision::no ? 2.0 : 4.0;
 }
 
-bool Accelerator::sync_gradients() const {
-  return (micro_step_ + 1) % options_.gradient_accumulation_steps == 0;
-}
 
 double Accelerator::loss_scale() const {
   return scaler_ ? scaler_->scale() : 1.0;
@@ -241,7 +281,9 @@ void Accelerator::backward(const at::Tensor& loss) {
     measurer_.finish(loss, *model_, dp_.get(), loader_ ? loader_->local_batch_size() : 1,
                      activation_element_bytes());
   }
-  sync_ = sync_gradients();
+  check_usage("backward");
+  sync_ = decide_sync();
+  backward_done_ = true;
   ++micro_step_;
   step_loss_ += loss.detach().to(at::kDouble).item<double>();
   if (loader_) samples_per_step_ += loader_->local_batch_size();
@@ -255,33 +297,31 @@ void Accelerator::backward(const at::Tensor& loss) {
   l.backward();
   tracer_.end(span);
   dp_->after_backward();
+  if (sync_) {
+    stepped_since_sync_ = false;
+    unscaled_ = false;
+  }
   set_autocast(true);
   mark_forward_start();
 }
 
 void Accelerator::optimizer_step() {
   runtime::Heartbeat::progress("optimizer step");
+  check_usage("optimizer step");
   if (!sync_) return;  // accumulating
   set_autocast(false);
   skipped_ = false;
   if (scaler_) {
-    const double scale = scaler_->scale();
-    bool overflow = dp_->found_inf();
-    if (pipeline_) {
-      // Each stage saw only its own gradients: every process skips if any stage overflowed.
-      at::Tensor f = at::tensor({overflow ? 1.0 : 0.0}, at::kDouble).to(device_);
-      comm_->all_reduce(f, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
-      overflow = f.cpu().item<double>() > 0;
-    }
+    const bool overflow = unscale_gradients();
     scaler_->update(overflow);
     if (overflow) {
       skipped_ = true;
       dp_->skip_step();
-    } else {
-      dp_->scale_grads(1.0 / scale);
     }
+    unscaled_ = false;
   }
   if (!skipped_) dp_->step();
+  stepped_since_sync_ = true;
   ++optimizer_steps_;
   losses_.push_back(step_loss_ / options_.gradient_accumulation_steps);
   step_loss_ = 0;

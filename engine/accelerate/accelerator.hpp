@@ -26,6 +26,7 @@
 // load_state (crash-safe, checkpoint_io.hpp). Observability: trace() is a RunResult that
 // `stratagem view` shows; export_scenario() a scenario `stratagem sim` runs on any cluster.
 #include <chrono>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -35,10 +36,15 @@
 
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
+
+#include "engine/accelerate/checkpointable.hpp"
 #include "engine/accelerate/data_loader.hpp"
+#include "engine/accelerate/guards.hpp"
 #include "engine/accelerate/measure.hpp"
 #include "engine/accelerate/options.hpp"
 #include "engine/accelerate/pipeline.hpp"
+#include "engine/accelerate/scheduler.hpp"
 #include "engine/accelerate/trace.hpp"
 #include "engine/result/result.hpp"
 #include "engine/comm/communicator.hpp"
@@ -49,6 +55,7 @@ namespace stratagem::accelerate {
 
 class Accelerator;
 class DataParallel;
+class Trackers;
 
 /// The optimizer prepare() returns: step() and zero_grad() as the user's, with the strategy
 /// underneath (sharded update and all-gather, fp16 unscale and skip, accumulation). Keep it
@@ -62,10 +69,18 @@ class AcceleratedOptimizer : public torch::optim::Optimizer {
   void zero_grad();
   /// The optimizer this process steps: the user's (DDP) or the one over its shards.
   torch::optim::Optimizer& inner();
+  /// The optimizer given to prepare().
+  torch::optim::Optimizer& original() { return *user_; }
+  /// Makes this wrapper's and the original's learning rates agree: a rate changed on one
+  /// (by a scheduler built on it) since the last sync wins. Called before each step.
+  void sync_learning_rates();
+  /// The rates as at prepare() (schedulers' replay).
+  void reset_learning_rates();
 
  private:
   Accelerator& acc_;
   std::shared_ptr<torch::optim::Optimizer> user_;
+  std::vector<double> synced_lrs_, initial_lrs_;
 };
 
 /// Returned by accumulate(): marks one micro-step (see Accelerator::accumulate).
@@ -115,7 +130,37 @@ class Accelerator {
     prepare_model(*model, std::move(optimizer), model_name(model));
     return {model, optimizer_};
   }
-  void prepare_data_loader(DataLoaderBase& loader);
+  /// The same with a learning-rate scheduler (built on `optimizer` or the returned one).
+  template <typename Model, typename Dataset>
+  std::tuple<Model, std::shared_ptr<AcceleratedOptimizer>, std::shared_ptr<DataLoader<Dataset>>,
+             std::shared_ptr<AcceleratedScheduler>>
+  prepare(Model model, std::shared_ptr<torch::optim::Optimizer> optimizer,
+          std::shared_ptr<DataLoader<Dataset>> loader,
+          std::shared_ptr<torch::optim::LRScheduler> scheduler) {
+    prepare_model(*model, std::move(optimizer), model_name(model));
+    prepare_data_loader(*loader);
+    return {model, optimizer_, loader, prepare_scheduler(std::move(scheduler))};
+  }
+  /// Shards a loader over the processes (evaluation loaders too). Prepare each loader once;
+  /// save_state records each one's position under `name` (default: its preparation order),
+  /// so a resumed run may prepare named loaders in any order.
+  void prepare_data_loader(DataLoaderBase& loader, const std::string& name = "");
+  /// A scheduler stepped with the optimizer (scheduler.hpp); saved by save_state.
+  std::shared_ptr<AcceleratedScheduler> prepare_scheduler(
+      std::shared_ptr<torch::optim::LRScheduler> scheduler);
+  /// prepare() returns the user's own object, so unwrapping is the identity (kept for
+  /// Accelerate's API). Under FSDP its parameters may be freed shards between steps: use
+  /// get_state_dict() for the full weights.
+  template <typename Model>
+  Model unwrap_model(Model model) const {
+    return model;
+  }
+  /// Collective. The full parameters and buffers by name (gathered from the shards under
+  /// ZeRO/FSDP), on the CPU, on every process: what to save or evaluate with.
+  std::vector<std::pair<std::string, at::Tensor>> get_state_dict();
+  /// Drops every prepared object (model strategy, optimizer, loaders, schedulers) so that
+  /// prepare() can run again, e.g. with another batch size; the model keeps full weights.
+  void free_memory();
   /// Pipeline parallelism (pipeline_stages = number of processes): splits `model` into
   /// stages (pipeline.hpp). Every process reads the whole batch; train with train_batch().
   template <typename Dataset>
@@ -126,8 +171,9 @@ class Accelerator {
     prepare_pipeline_model(model, std::move(optimizer));
     // Every stage of a pipeline reads the same batches (the first its data, the last its
     // targets); the pipelines of data parallelism read their own shards.
-    loader->shard(pipeline_replica(), pipeline_replicas(), options_.split_batches);
-    add_loader(*loader);
+    loader->shard(pipeline_replica(), pipeline_replicas(), options_.split_batches,
+                  options_.even_batches, &observer_);
+    add_loader(*loader, "");
     return {model, optimizer_, loader};
   }
   /// Pipeline: forward and backward of every micro-batch of (data, target) through the
@@ -147,8 +193,30 @@ class Accelerator {
   AccumulateGuard accumulate(const Model&) {
     return AccumulateGuard(*this);
   }
-  /// True when the coming backward is the last of an accumulation (gradients get synced).
+  /// Accelerate's GradientState.sync_gradients: after a backward, whether it synced the
+  /// gradients (the optimizer steps now); before it, whether it will. A backward syncs on the
+  /// last micro-step of each accumulation, on the last batch of the loader being iterated
+  /// (leftover micro-batches are stepped, not carried into the next epoch), and never inside
+  /// no_sync().
   bool sync_gradients() const;
+  /// The loader being iterated just handed out its epoch's last batch.
+  bool end_of_dataloader() const;
+  /// Backwards inside accumulate locally (DDP's no_sync); see guards.hpp.
+  template <typename Model>
+  NoSyncGuard no_sync(const Model&) {
+    return NoSyncGuard(*this);
+  }
+  /// The job's mixed precision on (or off) for a scope.
+  AutocastGuard autocast(bool enabled = true) { return AutocastGuard(*this, enabled); }
+  /// Collective, on a sync step between backward() and the optimizer's step(): scales the
+  /// gradients the optimizer will read so their global `norm_type` norm (inf: max) is at most
+  /// `max_norm`, over every shard and stage (torch.nn.utils.clip_grad_norm_); under fp16 the
+  /// gradients are unscaled first (once per step, as Accelerate's unscale_gradients). Returns
+  /// the norm before clipping (inf or nan when an fp16 step overflowed: nothing is clipped
+  /// and the step will be skipped).
+  double clip_grad_norm_(double max_norm, double norm_type = 2.0);
+  /// The same contract, clamping every gradient element to [-value, value].
+  void clip_grad_value_(double clip_value);
   /// fp16: the last optimizer step was skipped because some gradient overflowed.
   bool optimizer_step_was_skipped() const { return skipped_; }
   double loss_scale() const;
@@ -175,6 +243,22 @@ class Accelerator {
   at::Tensor gather(const at::Tensor& tensor);
   /// Element-wise "sum", "mean" or "max" over processes.
   at::Tensor reduce(const at::Tensor& tensor, const std::string& op = "mean");
+  /// gather() for per-sample results of the batch last read from a prepared loader (rows =
+  /// that batch's): drops the rows that are even_batches padding duplicates and accepts the
+  /// uneven last batches of even_batches=false, so an epoch's gathered rows are the dataset's
+  /// samples exactly once. Other tensors are gathered as gather() does.
+  at::Tensor gather_for_metrics(const at::Tensor& tensor);
+
+  // ---- trackers (trackers.hpp) -------------------------------------------------------------
+  /// Main process: opens the trackers of `log_with` ("jsonl", "csv", "all"; default
+  /// STRATAGEM_LOG_WITH, else jsonl) under <project_dir>/<project> (STRATAGEM_PROJECT_DIR,
+  /// default ".") and records `config`.
+  void init_trackers(const std::string& project, const nlohmann::json& config = {},
+                     const std::string& log_with = "");
+  /// Main process: one record of `values` (numbers, strings, nested objects) at `step`.
+  void log(const nlohmann::json& values, std::int64_t step = -1);
+  /// Closes the trackers (Accelerate's end_training).
+  void end_training();
 
   // ---- state, trace, export ----------------------------------------------------------------
   /// Collective. Writes DIR/checkpoint-<optimizer steps>/rank-<r>.ckpt (model states this
@@ -184,6 +268,11 @@ class Accelerator {
   /// Collective. Loads the newest complete checkpoint in DIR; SpecError when there is none or
   /// it was written by another number of processes or strategy.
   void load_state(const std::string& dir);
+  /// Adds an object to what save_state / load_state carry (checkpointable.hpp), or a module
+  /// (its parameters and buffers; e.g. an EMA model). Register the same ones, in the same
+  /// order, before load_state.
+  void register_for_checkpointing(Checkpointable& object);
+  void register_for_checkpointing(torch::nn::Module& module);
   /// Collective. The last completed optimizer step as a RunResult (executor "real"): every
   /// process's spans and memory, losses per step, the median step time (first step excluded)
   /// and samples/s from it.
@@ -205,6 +294,9 @@ class Accelerator {
  private:
   friend class AcceleratedOptimizer;
   friend class AccumulateGuard;
+  friend class AcceleratedScheduler;
+  friend class NoSyncGuard;
+  friend class AutocastGuard;
   template <typename Model>
   static std::string model_name(const Model& model) {
     return readable_name(model->name());
@@ -227,6 +319,15 @@ class Accelerator {
   /// Collective: every process's measurement, averaged, into measured_ (or none).
   void gather_measurement();
   void set_autocast(bool on);
+  /// Before a backward: whether it syncs, and the accumulation cycle after it.
+  bool decide_sync();
+  /// fp16: unscales the gradients once per step (clipping, then the step).
+  bool unscale_gradients();
+  /// The mistakes caught at backward and step (a plain loss.backward(), the original
+  /// optimizer stepped, a training step some process has no batch for).
+  void check_usage(const char* where);
+  /// load_state: the schedulers' step counts replayed (scheduler.hpp).
+  void restore_schedulers(const nlohmann::json& header);
   spec::Scenario scenario(const ExportOptions* where) const;
 
   AcceleratorOptions options_;
@@ -245,11 +346,24 @@ class Accelerator {
   /// The loaders prepared, in order; save_state records each one's position, and the first
   /// (the training loader, by convention) sizes the samples per step.
   std::vector<DataLoaderBase*> loaders_;
+  std::vector<std::string> loader_names_;  ///< save_state's key of each
   DataLoaderBase* loader_ = nullptr;
-  void add_loader(DataLoaderBase& loader);
+  LoaderObserver observer_;  ///< which loader handed out the last batch
+  void add_loader(DataLoaderBase& loader, const std::string& name);
   std::int64_t micro_step_ = 0;  ///< backwards so far
+  std::int64_t cycle_ = 0;       ///< micro-steps of the accumulation under way
   bool sync_ = true;             ///< the last backward synced gradients
+  bool backward_done_ = false;   ///< a backward ran since the micro-step began
+  int no_sync_depth_ = 0;
+  bool autocast_on_ = false;
+  bool unscaled_ = false;        ///< fp16: this step's gradients are unscaled already
+  bool overflow_ = false;        ///< fp16: … and they overflowed
+  bool stepped_since_sync_ = true;  ///< the prepared optimizer stepped after the last sync
   bool skipped_ = false;
+  std::vector<std::shared_ptr<AcceleratedScheduler>> schedulers_;
+  std::vector<std::function<void(torch::serialize::OutputArchive&)>> save_extra_;
+  std::vector<std::function<void(torch::serialize::InputArchive&)>> load_extra_;
+  std::unique_ptr<Trackers> trackers_;
   std::int64_t optimizer_steps_ = 0;
   double mark_s_ = 0;           ///< the current forward's start (trace)
   ModelMeasurer measurer_;
@@ -258,5 +372,10 @@ class Accelerator {
   double step_loss_ = 0;
   std::int64_t samples_per_step_ = 0;
 };
+
+/// Seeds torch's generators (CPU and every GPU) and rand(), plus the process index when
+/// `device_specific` (accelerate.utils.set_seed). STRATAGEM_SEED does this when the
+/// Accelerator starts, and seeds the shuffling of every loader it prepares.
+void set_seed(std::uint64_t seed, bool device_specific = false);
 
 }  // namespace stratagem::accelerate

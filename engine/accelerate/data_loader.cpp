@@ -24,6 +24,8 @@ std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world,
   if (o.drop_last) {
     total = n / world * world;
     all.resize(static_cast<std::size_t>(total));
+  } else if (!o.even_batches) {
+    total = n;
   } else {
     total = (n + world - 1) / world * world;
     for (std::int64_t i = n; i < total && n > 0; ++i)
@@ -35,9 +37,12 @@ std::vector<std::int64_t> shard_indices(std::int64_t n, int rank, int world,
   return mine;
 }
 
-void DataLoaderBase::shard(int rank, int world, bool split_batches) {
+void DataLoaderBase::shard(int rank, int world, bool split_batches, bool even_batches,
+                           LoaderObserver* observer) {
   rank_ = rank;
   world_ = world;
+  options_.even_batches = even_batches;
+  observer_ = observer;
   local_batch_ = options_.batch_size;
   if (split_batches) {
     if (options_.batch_size % world != 0) {
@@ -49,20 +54,38 @@ void DataLoaderBase::shard(int rank, int world, bool split_batches) {
   }
 }
 
-std::int64_t DataLoaderBase::size() const {
+std::pair<std::int64_t, std::int64_t> DataLoaderBase::samples_of(int rank) const {
   const std::int64_t n = dataset_size();
-  const std::int64_t per_rank = options_.drop_last ? n / world_ : (n + world_ - 1) / world_;
+  if (options_.drop_last) return {n / world_, n / world_};
+  // Positions rank, rank + P, ... of the list; those >= n are padding.
+  const std::int64_t real = n > rank ? (n - rank + world_ - 1) / world_ : 0;
+  return {options_.even_batches ? (n + world_ - 1) / world_ : real, real};
+}
+
+std::int64_t DataLoaderBase::size_of(int rank) const {
+  const std::int64_t per_rank = samples_of(rank).first;
   return options_.drop_last ? per_rank / local_batch_
                             : (per_rank + local_batch_ - 1) / local_batch_;
 }
 
+std::int64_t DataLoaderBase::size() const { return size_of(rank_); }
+
+std::pair<std::int64_t, std::int64_t> DataLoaderBase::rows_of_last_batch(int rank) const {
+  const auto [all, real] = samples_of(rank);
+  const std::int64_t begin = (position_.batch - 1) * local_batch_;
+  const std::int64_t end = std::min(all, begin + local_batch_);
+  if (position_.batch < 1 || begin >= all) return {0, 0};
+  return {end - begin, std::max<std::int64_t>(0, std::min(end, real) - begin)};
+}
+
+void DataLoaderBase::set_position(DataPosition p) {
+  if (p.batch >= size()) p = {p.epoch + 1, 0};
+  position_ = p;
+  resume_ = true;
+}
+
 std::vector<std::vector<std::int64_t>> DataLoaderBase::begin_epoch() {
   if (started_ && !resume_) {
-    ++position_.epoch;
-    position_.batch = 0;
-  }
-  // A checkpoint taken after an epoch's last batch resumes at the next epoch's start.
-  if (resume_ && position_.batch >= size()) {
     ++position_.epoch;
     position_.batch = 0;
   }

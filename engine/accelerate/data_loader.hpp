@@ -11,10 +11,16 @@
 //  - process r takes positions r, r + P, r + 2P, ... of the list (disjoint across processes,
 //    together covering the dataset);
 //  - with split_batches the loader's batch size is the global one and each process takes
-//    batch_size / P of it (so a step sees the same samples however many processes run).
+//    batch_size / P of it (so a step sees the same samples however many processes run);
+//  - with even_batches false (Accelerate's even_batches=False) nothing is padded: the last
+//    processes get one sample fewer, and possibly one batch fewer (fine for evaluation; a
+//    training step that some process has no batch for is an error, see Accelerator).
+// The padding duplicates are the positions >= N of the list: at the end of each process's
+// shard, so real_rows() can tell gather_for_metrics() which rows of a batch to keep.
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include <torch/data/example.h>
@@ -27,6 +33,7 @@ struct DataLoaderOptions {
   bool shuffle = false;
   bool drop_last = false;  ///< also drops a last partial batch, as torch's loader does
   std::uint64_t seed = 42;
+  bool even_batches = true;  ///< pad to a multiple of the processes (set by prepare())
 };
 
 /// The dataset indices process `rank` of `world` reads in `epoch`, in order (rules above).
@@ -39,24 +46,43 @@ struct DataPosition {
   std::int64_t batch = 0;  ///< batches already taken in `epoch`
 };
 
+class DataLoaderBase;
+
+/// Told by every loader when it hands out a batch (the Accelerator: which loader is being
+/// iterated, so the end of its epoch forces a gradient sync, as Accelerate's GradientState).
+struct LoaderObserver {
+  DataLoaderBase* active = nullptr;
+};
+
 class DataLoaderBase {
  public:
   virtual ~DataLoaderBase() = default;
   /// Called by Accelerator::prepare.
-  void shard(int rank, int world, bool split_batches);
+  void shard(int rank, int world, bool split_batches, bool even_batches = true,
+             LoaderObserver* observer = nullptr);
+  bool sharded() const { return observer_ != nullptr; }
+  /// The shuffling seed (Accelerator with a seed set: set_seed's).
+  void reseed(std::uint64_t seed) { options_.seed = seed; }
   const DataLoaderOptions& options() const { return options_; }
   int rank() const { return rank_; }
   int world() const { return world_; }
   /// Batch size per process.
   std::int64_t local_batch_size() const { return local_batch_; }
   DataPosition position() const { return position_; }
-  /// The next iteration resumes at `p` (its epoch's shuffle, skipping p.batch batches).
-  void set_position(DataPosition p) {
-    position_ = p;
-    resume_ = true;
-  }
+  /// The next iteration resumes at `p` (its epoch's shuffle, skipping p.batch batches); a
+  /// position after an epoch's last batch is the next epoch's start.
+  void set_position(DataPosition p);
+  /// The epoch being read (or, between epochs, the next one once a checkpoint resumed).
+  std::int64_t epoch() const { return position_.epoch; }
   /// Batches per epoch on this process.
   std::int64_t size() const;
+  /// Batches per epoch on process `rank` (they differ only with even_batches false).
+  std::int64_t size_of(int rank) const;
+  /// The batch last handed out was the last of its epoch.
+  bool at_end() const { return started_ && position_.batch >= size(); }
+  /// Rows of the batch last handed out on process `rank`: {all, real} (real excludes the
+  /// even_batches padding duplicates).
+  std::pair<std::int64_t, std::int64_t> rows_of_last_batch(int rank) const;
   virtual std::int64_t dataset_size() const = 0;
 
  protected:
@@ -69,6 +95,9 @@ class DataLoaderBase {
   DataPosition position_;
   std::int64_t first_batch_ = 0;  ///< batches of this epoch skipped when resuming
   bool started_ = false, resume_ = false;
+  LoaderObserver* observer_ = nullptr;
+  /// Samples of process `rank` this epoch: {in its shard, real (not padding)}.
+  std::pair<std::int64_t, std::int64_t> samples_of(int rank) const;
 };
 
 template <typename Dataset>
@@ -115,6 +144,7 @@ class DataLoader : public DataLoaderBase {
   Batch make_batch(std::size_t i) {
     // Taken once read: a save_state inside the loop body resumes after this batch.
     position_.batch = first_batch_ + static_cast<std::int64_t>(i) + 1;
+    if (observer_) observer_->active = this;
     std::vector<at::Tensor> data, target;
     for (std::int64_t index : batches_[i]) {
       auto e = dataset_.get(static_cast<std::size_t>(index));

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <set>
 #include <map>
 
 #include <ATen/ATen.h>
@@ -118,8 +119,11 @@ DataParallel::DataParallel(torch::nn::Module& model,
     for (std::size_t i = 0; i < groups_[g].params.size(); ++i) {
       auto& p = groups_[g].params[i];
       if (!staged_) p.mutable_grad() = groups_[g].slot(groups_[g].grad, i);
-      hooks_.push_back(
-          runtime::compat::add_post_accumulate_grad_hook(p, [this, g, i] { on_grad(g, i); }));
+      // The hooks outlive this object (autograd keeps them): after free_memory they do nothing.
+      hooks_.push_back(runtime::compat::add_post_accumulate_grad_hook(
+          p, [this, alive = alive_, g, i] {
+            if (*alive) on_grad(g, i);
+          }));
     }
     if (staged_) groups_[g].grad = at::Tensor();  // allocated per backward
   }
@@ -135,7 +139,6 @@ DataParallel::DataParallel(torch::nn::Module& model,
   }
 }
 
-DataParallel::~DataParallel() = default;
 
 int DataParallel::param_group_of(const at::Tensor& p) const {
   const auto& groups = user_->param_groups();
@@ -189,10 +192,17 @@ void DataParallel::build_units(torch::nn::Module& model) {
   // reach the threshold is a unit); the rest is the root unit, gathered like the others.
   std::vector<std::pair<std::string, std::vector<at::Tensor>>> units;
   std::vector<const void*> unit_modules;
+  std::set<std::string> matched, seen_types;
   std::function<std::vector<at::Tensor>(const std::string&, torch::nn::Module&, bool)> visit;
   visit = [&](const std::string& path, torch::nn::Module& m, bool is_root) {
     bool by_type = false;
-    for (const auto& cls : options_.fsdp_wrap_cls) by_type |= type_matches(m.name(), cls);
+    seen_types.insert(m.name());
+    for (const auto& cls : options_.fsdp_wrap_cls) {
+      if (type_matches(m.name(), cls)) {
+        by_type = true;
+        matched.insert(cls);
+      }
+    }
     std::vector<at::Tensor> left;
     for (auto& child : m.named_children()) {
       const std::string child_path = path.empty() ? child.key() : path + "." + child.key();
@@ -214,6 +224,16 @@ void DataParallel::build_units(torch::nn::Module& model) {
     return left;
   };
   auto root = visit("", model, true);
+  // A wrap class naming no module of the model (a typo, a namespace) would silently leave
+  // the whole model one unit: say which, and what there is.
+  for (const auto& cls : options_.fsdp_wrap_cls) {
+    if (matched.count(cls)) continue;
+    std::string types;
+    for (const auto& t : seen_types) types += (types.empty() ? "" : ", ") + t;
+    throw SpecError("fsdp_transformer_layer_cls_to_wrap",
+                    "no module of the model has type \"" + cls + "\" (its module types: " +
+                        types + ")");
+  }
   if (!root.empty()) {
     units.emplace_back("root", std::move(root));
     unit_modules.push_back(nullptr);
@@ -260,6 +280,7 @@ class FsdpForwardImpl : public torch::nn::Module {
     dp_->after_unit_forward(unit_, y);
     return y;
   }
+  const torch::nn::AnyModule& inner() const { return inner_; }
 
  private:
   torch::nn::AnyModule inner_;
@@ -269,6 +290,22 @@ class FsdpForwardImpl : public torch::nn::Module {
 };
 
 }  // namespace
+
+DataParallel::~DataParallel() { *alive_ = false; }
+
+void DataParallel::release() {
+  *alive_ = false;
+  // The Sequential entries FSDP wrapped call their units directly again.
+  std::function<void(torch::nn::Module&)> walk = [&](torch::nn::Module& m) {
+    if (auto* seq = dynamic_cast<torch::nn::SequentialImpl*>(&m)) {
+      for (auto it = seq->begin(); it != seq->end(); ++it) {
+        if (auto* w = dynamic_cast<FsdpForwardImpl*>(it->ptr().get())) *it = w->inner();
+      }
+    }
+    for (auto& c : m.children()) walk(*c);
+  };
+  if (fsdp_) walk(model_);
+}
 
 void DataParallel::wrap_sequential_units(torch::nn::Module& model) {
   std::function<void(torch::nn::Module&)> walk = [&](torch::nn::Module& m) {
@@ -314,6 +351,7 @@ void DataParallel::after_unit_forward(std::size_t g, const at::Tensor& output) {
 
 void DataParallel::before_backward(bool sync) {
   sync_ = sync;
+  in_backward_ = true;
   for (auto& G : groups_) {
     G.ready = 0;
     G.launched = false;
@@ -328,6 +366,10 @@ void DataParallel::before_backward(bool sync) {
 }
 
 void DataParallel::on_grad(std::size_t g, std::size_t i) {
+  if (!in_backward_) {
+    stray_backward_ = true;  // a plain loss.backward(): reported at the next step
+    return;
+  }
   if (!sync_) return;  // accumulation: autograd keeps summing into .grad
   FlatGroup& G = groups_[g];
   at::Tensor& p = G.params[i];
@@ -374,6 +416,7 @@ void DataParallel::launch(std::size_t g) {
 }
 
 void DataParallel::after_backward() {
+  in_backward_ = false;
   if (!sync_) return;
   at::NoGradGuard no_grad;
   // Buckets whose hooks did not all fire (parameters unused by this forward): in index

@@ -43,7 +43,11 @@ class DataParallel {
   DataParallel(torch::nn::Module& model, std::shared_ptr<torch::optim::Optimizer> user_optimizer,
                runtime::Communicator& comm, Tracer& tracer, const AcceleratorOptions& options,
                c10::Device device, runtime::GroupSpec group = {});
+  /// The model may be gone by then (declared after the Accelerator): touches only itself.
   ~DataParallel();
+  /// free_memory(): hands the model back as it was given (FSDP's Sequential entries
+  /// unwrapped, gradient hooks inert); the object is destroyed next.
+  void release();
 
   /// Before loss.backward(): `sync` is false on accumulation micro-steps (no communication).
   void before_backward(bool sync);
@@ -54,6 +58,15 @@ class DataParallel {
   bool found_inf();
   /// Multiplies the gradients the optimizer will read by `factor` (1 / loss scale).
   void scale_grads(double factor);
+  /// Gradient clipping (gradients.cpp), over the gradients the optimizer will read: this
+  /// rank's share of sum |g|^p — its shard, or under DDP the full gradients / group size, so
+  /// that the sum over the group is the model's — or, for p = inf, its max |g|.
+  double grad_norm_part(double p) const;
+  /// Clamps those gradients to [-value, value] (element-wise, so shards clamp alone).
+  void clamp_grads(double value);
+  /// A gradient hook fired outside before_backward / after_backward: someone ran a plain
+  /// loss.backward() on the prepared model. Reading it clears it.
+  bool take_stray_backward();
   /// The optimizer step (user's or sharded) and, for sharded strategies, the all-gather.
   void step();
   /// After a skipped step: FSDP gathers the parameters back for the next forward.
@@ -98,7 +111,9 @@ class DataParallel {
   int world_ = 1, rank_ = 0;
   std::vector<FlatGroup> groups_;
   std::vector<std::shared_ptr<void>> hooks_;  ///< keep the grad accumulators alive
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  ///< false once destroyed
   bool sync_ = true;
+  bool in_backward_ = false, stray_backward_ = false;
   std::unique_ptr<WorkWatcher> watcher_;
 };
 

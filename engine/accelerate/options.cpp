@@ -106,9 +106,18 @@ AcceleratorOptions AcceleratorOptions::from_vars(const std::map<std::string, std
   if (const auto* v = get("STRATAGEM_SPLIT_BATCHES")) {
     o.split_batches = flag("STRATAGEM_SPLIT_BATCHES", *v);
   }
+  if (const auto* v = get("STRATAGEM_EVEN_BATCHES")) {
+    o.even_batches = flag("STRATAGEM_EVEN_BATCHES", *v);
+  }
   if (const auto* v = get("STRATAGEM_SEED")) {
     o.seed = static_cast<std::uint64_t>(integer("STRATAGEM_SEED", *v, 0));
   }
+  if (const auto* v = get("STRATAGEM_LOG_WITH")) o.log_with = *v;
+  if (const auto* v = get("STRATAGEM_PROJECT_DIR")) {
+    if (v->empty()) throw SpecError("STRATAGEM_PROJECT_DIR", "must not be empty");
+    o.project_dir = *v;
+  }
+  if (const auto* v = get("STRATAGEM_DEBUG")) o.debug = flag("STRATAGEM_DEBUG", *v);
   if (const auto* v = get("STRATAGEM_TIMEOUT")) {
     o.timeout = std::chrono::milliseconds(
         static_cast<std::int64_t>(number("STRATAGEM_TIMEOUT", *v) * 1000));

@@ -11,12 +11,14 @@
 // SHARD_GRAD_OP), STRATAGEM_MIXED_PRECISION (no | fp16 | bf16), STRATAGEM_CPU (1),
 // STRATAGEM_GRADIENT_ACCUMULATION_STEPS, STRATAGEM_BUCKET_MB, STRATAGEM_FSDP_WRAP_CLS
 // (comma-separated type names), STRATAGEM_FSDP_MIN_NUM_PARAMS, STRATAGEM_SPLIT_BATCHES (1),
-// STRATAGEM_SEED, STRATAGEM_TIMEOUT (seconds), STRATAGEM_PIPELINE_STAGES,
+// STRATAGEM_EVEN_BATCHES (0 | 1), STRATAGEM_SEED, STRATAGEM_LOG_WITH (jsonl | csv | all),
+// STRATAGEM_PROJECT_DIR, STRATAGEM_DEBUG (1: LibTorch's warnings shown), STRATAGEM_TIMEOUT (seconds), STRATAGEM_PIPELINE_STAGES,
 // STRATAGEM_PIPELINE_SCHEDULE (gpipe | 1f1b), STRATAGEM_PIPELINE_MICRO_BATCHES.
 // A bad value throws SpecError naming the variable.
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,7 +42,14 @@ struct AcceleratorOptions {
   /// The data loader's batch size is the global one, split over the processes (accelerate's
   /// split_batches); else each process takes a whole batch (global = batch × processes).
   bool split_batches = false;
-  std::uint64_t seed = 42;  ///< data shuffling (the same on every process)
+  /// Pad every loader so each process gets as many samples (Accelerate's even_batches).
+  bool even_batches = true;
+  /// set_seed(seed) when the Accelerator starts (torch's generators), and the shuffling seed
+  /// of every prepared loader; unset: neither is touched.
+  std::optional<std::uint64_t> seed;
+  std::string log_with;            ///< init_trackers' default ("" = jsonl)
+  std::string project_dir = ".";   ///< where init_trackers writes
+  bool debug = false;              ///< LibTorch's own warnings (profiler, allocator) shown
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   int pipeline_stages = 1;  ///< > 1: prepare() splits a torch::nn::Sequential over processes
   spec::Schedule pipeline_schedule = spec::Schedule::one_f_one_b;

@@ -3,6 +3,7 @@
 // manifest.json. Each process saves what it owns: full parameters under DDP, its shards under
 // ZeRO/FSDP, its optimizer's state (torch::serialize archive), plus the loss scaler, the CPU
 // RNG and the data position.
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
@@ -56,6 +57,16 @@ void Accelerator::save_state(const std::string& dir) {
     tensors.emplace_back("optimizer", bytes_tensor(os.str()));
   }
   tensors.emplace_back("cpu_rng_state", at::detail::getDefaultCPUGenerator().get_state());
+  for (std::size_t i = 0; i < save_extra_.size(); ++i) {
+    torch::serialize::OutputArchive archive;
+    save_extra_[i](archive);
+    std::ostringstream os;
+    archive.save_to(os);
+    tensors.emplace_back("registered/" + std::to_string(i), bytes_tensor(os.str()));
+  }
+  nlohmann::json schedulers = nlohmann::json::array(), lrs = nlohmann::json::array();
+  for (const auto& sch : schedulers_) schedulers.push_back(sch->steps());
+  for (const auto& g : optimizer_->param_groups()) lrs.push_back(g.options().get_lr());
   nlohmann::json scaler = nullptr;
   if (scaler_) {
     const auto& s = scaler_->state();
@@ -65,8 +76,11 @@ void Accelerator::save_state(const std::string& dir) {
               {"hysteresis_left", s.hysteresis_left}};
   }
   nlohmann::json data = nullptr, loaders = nlohmann::json::array();
-  for (const DataLoaderBase* l : loaders_) {
-    loaders.push_back({{"epoch", l->position().epoch}, {"batch", l->position().batch}});
+  for (std::size_t i = 0; i < loaders_.size(); ++i) {
+    const DataLoaderBase* l = loaders_[i];
+    loaders.push_back({{"name", loader_names_[i]},
+                       {"epoch", l->position().epoch},
+                       {"batch", l->position().batch}});
   }
   if (loader_) data = loaders.front();
   nlohmann::json header = {{"format", kFormat},
@@ -76,6 +90,10 @@ void Accelerator::save_state(const std::string& dir) {
                            {"sharding", spec::to_string(options_.sharding)},
                            {"optimizer_steps", optimizer_steps_},
                            {"micro_steps", micro_step_},
+                           {"accumulation_cycle", cycle_},
+                           {"schedulers", schedulers},
+                           {"learning_rates", lrs},
+                           {"registered", save_extra_.size()},
                            {"loss_scaler", scaler},
                            {"data", data},
                            {"loaders", loaders}};
@@ -131,6 +149,22 @@ void Accelerator::load_state(const std::string& dir) {
   }
   optimizer_steps_ = f.header.at("optimizer_steps").get<std::int64_t>();
   micro_step_ = f.header.at("micro_steps").get<std::int64_t>();
+  cycle_ = f.header.value("accumulation_cycle",
+                          micro_step_ % options_.gradient_accumulation_steps);
+  const std::size_t registered = f.header.value("registered", std::size_t{0});
+  if (registered != load_extra_.size()) {
+    throw SpecError("load_state", "the checkpoint carries " + std::to_string(registered) +
+                                      " objects registered for checkpointing, this job " +
+                                      std::to_string(load_extra_.size()) +
+                                      ": register the same ones before load_state");
+  }
+  for (std::size_t i = 0; i < load_extra_.size(); ++i) {
+    const std::string blob = tensor_bytes(f.tensor("registered/" + std::to_string(i), at::kByte));
+    torch::serialize::InputArchive archive;
+    archive.load_from(blob.data(), blob.size());
+    load_extra_[i](archive);
+  }
+  restore_schedulers(f.header);
   if (scaler_ && !f.header.at("loss_scaler").is_null()) {
     const auto& js = f.header.at("loss_scaler");
     runtime::DynamicLossScaler::State s;
@@ -152,12 +186,64 @@ void Accelerator::load_state(const std::string& dir) {
                                       " data loaders but " + std::to_string(loaders_.size()) +
                                       " were prepared: prepare the same loaders before loading");
   }
-  for (std::size_t i = 0; i < saved.size(); ++i) loaders_[i]->set_position(position_of(saved[i]));
+  for (std::size_t i = 0; i < saved.size(); ++i) {
+    // By name (a named loader may be prepared in another order); unnamed ones by order.
+    std::size_t at = i;
+    if (saved[i].contains("name")) {
+      const auto name = saved[i].at("name").get<std::string>();
+      const auto it = std::find(loader_names_.begin(), loader_names_.end(), name);
+      if (it == loader_names_.end()) {
+        throw SpecError("load_state", "the checkpoint has data loader \"" + name +
+                                          "\", which was not prepared in this job");
+      }
+      at = static_cast<std::size_t>(it - loader_names_.begin());
+    }
+    loaders_[at]->set_position(position_of(saved[i]));
+  }
   if (saved.empty() && loader_ && !f.header.at("data").is_null()) {
     loader_->set_position(position_of(f.header.at("data")));
   }
   dp_->after_load();
   dp_->zero_grad();
+}
+
+void Accelerator::restore_schedulers(const nlohmann::json& header) {
+  const nlohmann::json none = nlohmann::json::array();
+  const nlohmann::json& saved = header.contains("schedulers") ? header.at("schedulers") : none;
+  if (saved.size() != schedulers_.size()) {
+    throw SpecError("load_state", "the checkpoint carries " + std::to_string(saved.size()) +
+                                      " learning-rate schedulers, this job prepared " +
+                                      std::to_string(schedulers_.size()));
+  }
+  if (schedulers_.empty()) return;
+  optimizer_->reset_learning_rates();
+  for (std::size_t i = 0; i < saved.size(); ++i) schedulers_[i]->replay(saved[i].get<std::int64_t>());
+  // A scheduler whose rate is not a function of its step count: the saved rates win.
+  const auto& lrs = header.at("learning_rates");
+  auto& groups = optimizer_->param_groups();
+  bool differ = false;
+  for (std::size_t g = 0; g < groups.size() && g < lrs.size(); ++g) {
+    const double want = lrs[g].get<double>();
+    if (groups[g].options().get_lr() != want) {
+      differ = true;
+      groups[g].options().set_lr(want);
+    }
+  }
+  if (differ) {
+    optimizer_->sync_learning_rates();
+    print("warning: the learning-rate scheduler's replay did not reach the saved learning "
+          "rates; the saved rates were restored");
+  }
+}
+
+void Accelerator::register_for_checkpointing(Checkpointable& object) {
+  save_extra_.push_back([&object](torch::serialize::OutputArchive& a) { object.save(a); });
+  load_extra_.push_back([&object](torch::serialize::InputArchive& a) { object.load(a); });
+}
+
+void Accelerator::register_for_checkpointing(torch::nn::Module& module) {
+  save_extra_.push_back([&module](torch::serialize::OutputArchive& a) { module.save(a); });
+  load_extra_.push_back([&module](torch::serialize::InputArchive& a) { module.load(a); });
 }
 
 }  // namespace stratagem::accelerate

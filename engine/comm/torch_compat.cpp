@@ -2,6 +2,10 @@
 
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
+#include <c10/util/Logging.h>
+#ifdef C10_USE_GLOG
+#include <glog/logging.h>
+#endif
 #include <torch/csrc/autograd/function.h>
 #include <torch/csrc/autograd/functions/accumulate_grad.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
@@ -164,6 +168,13 @@ std::vector<GraphNode> autograd_graph(const at::Tensor& output,
     out.push_back(std::move(g));
   }
   return out;
+}
+
+void set_library_log_level(bool quiet) {
+  FLAGS_caffe2_log_level = quiet ? 2 : 0;  // c10's logging (PyTorch 2.x builds without glog)
+#ifdef C10_USE_GLOG
+  FLAGS_minloglevel = quiet ? google::GLOG_ERROR : google::GLOG_INFO;
+#endif
 }
 
 }  // namespace stratagem::runtime::compat

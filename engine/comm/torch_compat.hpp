@@ -43,6 +43,10 @@ void set_autocast(c10::DeviceType device_type, std::optional<at::ScalarType> dty
 /// Whether CPU autocast to bf16 runs common models: LibTorch 1.13's CPU layer_norm rejects a
 /// bf16 input with fp32 weights (2.x casts), so there the Accelerator emulates bf16 instead.
 bool cpu_bf16_autocast_works();
+/// LibTorch's own log messages below ERROR (profiler and allocator warnings) off when
+/// `quiet`, back on otherwise: c10's level and, in builds logging through glog (Debian's),
+/// glog's.
+void set_library_log_level(bool quiet);
 
 /// Makes `t`'s storage `bytes` long, in place, keeping every view of it (FSDP frees gathered
 /// parameters with size 0 and re-allocates before the next gather). The contents are lost.

@@ -36,8 +36,12 @@ struct ImportOptions {
 
 /// accelerate's config.yaml → scenario JSON (validated by parse_scenario before returning).
 /// Malformed YAML throws SpecError "<file>:<line>:<col>"; unknown values name the key path
-/// and list the valid ones.
-nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options);
+/// and list the valid ones. Every config `accelerate config` writes imports: what the import
+/// cannot model (fsdp_state_dict_type, dynamo_config, fp8 on a GPU without it, ...) and keys
+/// accelerate does not know are named in one line, "<file>: not honoured: a, b; unknown keys,
+/// ignored: c", put in `*warning` when given ("" when nothing is named).
+nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options,
+                                 std::string* warning = nullptr);
 /// DeepSpeed's ds_config.json → scenario JSON (validated).
 nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options);
 
@@ -58,6 +62,10 @@ struct AccelerateLaunchConfig {
   std::vector<std::string> fsdp_wrap_cls;
   /// fsdp_config.fsdp_min_num_params (SIZE_BASED_WRAP); 0 = not set.
   std::int64_t fsdp_min_num_params = 0;
+  /// One line naming what the Accelerator does not run (activation checkpointing, offload,
+  /// prefetch, ZeRO-3 run as FULL_SHARD, ...) and keys accelerate does not know, as
+  /// import_accelerate's; "" when nothing is named.
+  std::string warning;
 };
 AccelerateLaunchConfig read_accelerate_launch_config(const std::string& yaml_file);
 

@@ -13,6 +13,10 @@
 
 #include "engine/spec/import.hpp"
 
+namespace YAML {
+class Node;
+}
+
 namespace stratagem::spec::import_detail {
 
 struct Imported {
@@ -59,6 +63,32 @@ std::int64_t parse_integer(const std::string& where, const std::string& text, st
 /// DeepSpeed's ds_config.json, already read (the accelerate reader follows
 /// deepspeed_config_file with it).
 Imported read_deepspeed(const std::string& file, const nlohmann::json& config);
+
+/// What an accelerate config asks for that Stratagem does not do, for the one warning line of
+/// `stratagem import --accelerate` and `stratagem launch --config_file`: key paths
+/// ("fsdp_config.fsdp_state_dict_type"), some with what happens instead ("... (as bf16)").
+struct AccelerateWarnings {
+  std::vector<std::string> both;         ///< honoured by neither command
+  std::vector<std::string> import_only;  ///< not modelled by the import (the Accelerator runs it)
+  std::vector<std::string> launch_only;  ///< not run by the Accelerator (the import models it)
+  std::vector<std::string> unknown;      ///< keys accelerate does not write
+  std::string sharding_key;              ///< where the sharding was read, for launch's remaps
+};
+
+/// Whether a config value asks for something: not absent, null, false, 'no', 'none', 0, an
+/// empty list or mapping, nor `unset` (a key's own default, such as "1" for a size).
+bool accelerate_value_set(const YAML::Node& value, const char* unset = nullptr);
+
+/// Sorts the keys of an accelerate config (`root`) against the keys `accelerate config` and
+/// `accelerate launch` know: those neither command honours, when set, go to `w.both`; keys
+/// accelerate does not know go to `w.unknown`. Of the sections, only the one `distributed_type`
+/// reads (fsdp_config, deepspeed_config, megatron_lm_config) is looked into.
+void scan_accelerate_keys(const YAML::Node& root, const std::string& distributed_type,
+                          AccelerateWarnings& w);
+
+/// "file: not honoured: a, b (as x); unknown keys, ignored: c", the lists sorted, or "" when
+/// nothing is named. `launch` picks launch_only, else import_only, besides `both`.
+std::string accelerate_warning(const std::string& file, const AccelerateWarnings& w, bool launch);
 
 /// Flags, the cluster rule and the parallel layout applied to `in`; validated by
 /// parse_scenario, whose errors name the file (and the file's key where one set the value).
