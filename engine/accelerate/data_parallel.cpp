@@ -293,7 +293,12 @@ class FsdpForwardImpl : public torch::nn::Module {
 
 DataParallel::~DataParallel() { *alive_ = false; }
 
+void DataParallel::gather_units() {
+  for (std::size_t g = 0; g < groups_.size(); ++g) gather_unit(g);  // no-op when gathered
+}
+
 void DataParallel::release() {
+  if (fsdp_) gather_units();  // whole weights stay with the model
   *alive_ = false;
   // The Sequential entries FSDP wrapped call their units directly again.
   std::function<void(torch::nn::Module&)> walk = [&](torch::nn::Module& m) {

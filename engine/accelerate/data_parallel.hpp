@@ -48,6 +48,9 @@ class DataParallel {
   /// free_memory(): hands the model back as it was given (FSDP's Sequential entries
   /// unwrapped, gradient hooks inert); the object is destroyed next.
   void release();
+  /// Collective (FSDP): gathers the units a FULL_SHARD forward left freed (they stay
+  /// gathered until their next forward).
+  void gather_units();
 
   /// Before loss.backward(): `sync` is false on accumulation micro-steps (no communication).
   void before_backward(bool sync);

@@ -204,13 +204,10 @@ std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict() {
   if (pipeline_) throw SpecError("get_state_dict", "a pipeline's stages hold different layers");
   at::NoGradGuard no_grad;
   // The parameters are views of flat buffers; sharded strategies gather them after every
-  // step, so they are whole now (FULL_SHARD too: gathered for the next forward).
+  // step, and FULL_SHARD units a forward freed are gathered here.
+  if (dp_->fsdp()) dp_->gather_units();
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (auto& p : model_->named_parameters()) {
-    if (p.value().numel() > 0 && !p.value().storage().data()) {
-      throw SpecError("get_state_dict", "parameter " + p.key() +
-                                            " is a freed FSDP shard; call it between steps");
-    }
     out.emplace_back(p.key(), p.value().detach().to(at::kCPU).clone());
   }
   for (auto& b : model_->named_buffers()) out.emplace_back(b.key(), b.value().to(at::kCPU).clone());
