@@ -129,6 +129,28 @@ TEST(LoopSemantics, NoSyncAccumulatesLikeOneProcess) {
   EXPECT_LT(max_diff(floats(dir / "1"), floats(dir / "2")), 1e-6);
 }
 
+TEST(LoopSemantics, ClipGradValueMatchesOneProcess) {
+  TempDir dir;
+  const std::string args = "--clip_value 0.05 --epochs 1 --out ";
+  const Job one = loop("", "--num_processes 1", args + (dir / "1"));
+  const Job two = loop(kSplit, "--num_processes 2 --use_fsdp", args + (dir / "2"));
+  const Job free = loop("", "--num_processes 1", "--epochs 1 --out " + (dir / "free"));
+  ASSERT_EQ(one.code, 0) << one.output;
+  ASSERT_EQ(two.code, 0) << two.output;
+  ASSERT_EQ(free.code, 0) << free.output;
+  EXPECT_LT(max_diff(floats(dir / "1"), floats(dir / "2")), 1e-6);
+  EXPECT_GT(max_diff(floats(dir / "1"), floats(dir / "free")), 1e-3) << "the test should clip";
+}
+
+TEST(LoopSemantics, StratagemSeedSeedsTheShuffle) {
+  const Job a = loop("STRATAGEM_SEED=5", "--num_processes 2", "--epochs 1 --clip 100");
+  const Job b = loop("STRATAGEM_SEED=5", "--num_processes 2", "--epochs 1 --clip 100");
+  const Job c = loop("", "--num_processes 2", "--epochs 1 --clip 100");
+  ASSERT_EQ(a.code, 0) << a.output;
+  EXPECT_EQ(lines_with(a.output, "step "), lines_with(b.output, "step "));
+  EXPECT_NE(lines_with(a.output, "step 1 "), lines_with(c.output, "step 1 "));
+}
+
 // ---- precision and the scheduler ---------------------------------------------------------------
 
 TEST(LoopSemantics, ClippingUnderFp16SeesUnscaledGradients) {

@@ -2,7 +2,7 @@
 // (tests/accelerate/test_loop_semantics.cpp): an MLP on deterministic data, SGD with
 // momentum, a StepLR scheduler (halving every 10 steps), clip_grad_norm_, an evaluation loader read through
 // gather_for_metrics, trackers, a registered object, save/resume. Flags (all optional):
-//   --epochs E --batch B --train N --eval N --clip C (max norm; 0: none)
+//   --epochs E --batch B --train N --eval N --clip C (max norm; 0: none) --clip_value V
 //   --sched original|prepared|none (which optimizer the scheduler is built on)
 //   --no_sync_every K (every K-th batch's backward inside no_sync)
 //   --eval_first 1 (prepare the evaluation loader before the training one; both named)
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   auto str = [&](const char* k, const char* d) { return f.count(k) ? f[k] : std::string(d); };
   const int epochs = static_cast<int>(num("--epochs", 2));
   const auto batch = static_cast<std::int64_t>(num("--batch", 16));
-  const double clip = num("--clip", 0);
+  const double clip = num("--clip", 0), clip_value = num("--clip_value", 0);
   const int no_sync_every = static_cast<int>(num("--no_sync_every", 0));
   const std::string sched_on = str("--sched", "original"), mistake = str("--mistake", "");
 
@@ -118,6 +118,7 @@ int main(int argc, char** argv) {
         }
         counter.seen += b.data.size(0);
         if (clip > 0 && acc.sync_gradients()) norm = acc.clip_grad_norm_(clip);
+        if (clip_value > 0 && acc.sync_gradients()) acc.clip_grad_value_(clip_value);
         const auto before = acc.optimizer_steps();
         if (mistake == "original_step") {
           sgd->step();
