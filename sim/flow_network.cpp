@@ -5,8 +5,9 @@
 namespace stratagem::sim {
 
 void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) {
-  for (auto& l : link_flows_) l.clear();
-  link_flows_.resize(static_cast<std::size_t>(links));
+  for (auto& l : slots_) l.clear();
+  used_slots_ = 0;
+  link_slot_.assign(static_cast<std::size_t>(links), -1);
   link_busy_.assign(static_cast<std::size_t>(links), 0);
   free_.clear();
   for (int i = static_cast<int>(flows_.size()) - 1; i >= 0; --i) {
@@ -18,13 +19,22 @@ void FlowNetwork::reset(int links, EventQueue* queue, std::uint32_t event_kind) 
   active_ = 0;
 }
 
+std::vector<int>& FlowNetwork::on_link_for_write(int link) {
+  int& s = link_slot_[static_cast<std::size_t>(link)];
+  if (s < 0) {
+    s = used_slots_++;
+    if (static_cast<std::size_t>(s) == slots_.size()) slots_.emplace_back();
+  }
+  return slots_[static_cast<std::size_t>(s)];
+}
+
 double FlowNetwork::share(const Flow& f) const {
   double rate = 1.0;
   const double busy = 1.0 / (1.0 + f.busy_slowdown);
   for (int l : f.links) {
     const double factor = link_busy_[l] ? busy : 1.0;
     rate = std::min(rate,
-                    factor / static_cast<double>(std::max<std::size_t>(1, link_flows_[l].size())));
+                    factor / static_cast<double>(std::max<std::size_t>(1, on_link(l).size())));
   }
   return rate;
 }
@@ -33,7 +43,7 @@ void FlowNetwork::set_link_busy(double now_s, int link, bool busy) {
   if ((link_busy_[link] != 0) == busy) return;
   link_busy_[link] = busy ? 1 : 0;
   ++stamp_;
-  for (int g_id : link_flows_[link]) rerate(now_s, g_id);
+  for (int g_id : on_link(link)) rerate(now_s, g_id);
 }
 
 void FlowNetwork::rerate(double now_s, int id) {
@@ -61,7 +71,7 @@ int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, 
   }
   Flow& f = flows_[id];
   f.links.assign(links.begin(), links.end());
-  for (int l : f.links) link_flows_[l].push_back(id);
+  for (int l : f.links) on_link_for_write(l).push_back(id);
   f.remaining_s = work_s;
   f.last_s = now_s;
   f.owner = owner;
@@ -78,9 +88,9 @@ int FlowNetwork::start(double now_s, std::span<const int> links, double work_s, 
 void FlowNetwork::finish(double now_s, int flow) {
   Flow& f = flows_[flow];
   for (int l : f.links) {
-    auto& on_link = link_flows_[l];
-    auto it = std::find(on_link.begin(), on_link.end(), flow);
-    if (it != on_link.end()) on_link.erase(it);  // keeps the others' order: determinism
+    auto& flows = on_link_for_write(l);
+    auto it = std::find(flows.begin(), flows.end(), flow);
+    if (it != flows.end()) flows.erase(it);  // keeps the others' order: determinism
   }
   f.active = false;
   ++f.version;
@@ -92,7 +102,7 @@ void FlowNetwork::finish(double now_s, int flow) {
 void FlowNetwork::update_neighbours(double now_s, const Flow& changed, int changed_id) {
   ++stamp_;
   for (int l : changed.links) {
-    for (int g_id : link_flows_[l]) {
+    for (int g_id : on_link(l)) {
       if (g_id != changed_id) rerate(now_s, g_id);
     }
   }

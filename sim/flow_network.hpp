@@ -52,9 +52,21 @@ class FlowNetwork {
   /// Recomputes flow `id`'s rate (once per stamp) and reschedules its completion if it changed.
   void rerate(double now_s, int id);
 
+  /// The flows on `link` (empty for a link that never carried one).
+  const std::vector<int>& on_link(int link) const {
+    const int s = link_slot_[static_cast<std::size_t>(link)];
+    return s < 0 ? no_flows_ : slots_[static_cast<std::size_t>(s)];
+  }
+  std::vector<int>& on_link_for_write(int link);
+
   std::vector<Flow> flows_;
   std::vector<int> free_;
-  std::vector<std::vector<int>> link_flows_;
+  // Flow lists only for links that carried a flow: a million-GPU plan has four million links,
+  // of which only the built ranks' are ever used (per link: 4 bytes, not a vector).
+  std::vector<int> link_slot_;  ///< per link: index into slots_, or -1
+  std::vector<std::vector<int>> slots_;
+  std::vector<int> no_flows_;
+  int used_slots_ = 0;
   std::vector<char> link_busy_;
   EventQueue* queue_ = nullptr;
   std::uint32_t event_kind_ = 0;

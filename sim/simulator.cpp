@@ -95,6 +95,9 @@ class Run {
   double rank_variance(int rank) const;
   std::vector<Arrival> arrivals_scratch_;
   std::vector<std::vector<plan::OpId>> running_compute_;  // only with a compute slow-down
+  // Resident bytes per class and in total, per built rank (folded ones run no ops):
+  // memory_[slot_[rank]].
+  std::vector<int> slot_;
   std::vector<std::array<double, plan::kTensorClassCount>> memory_;
   std::vector<double> memory_total_;
 
@@ -145,9 +148,12 @@ void Run::build_indices() {
   // With serial collectives (a backend that runs a rank's collectives one at a time in issue
   // order, like our Gloo communicator) the gather and collective streams form one queue.
   std::vector<plan::OpId> merged;
+  std::vector<int> built;  // a folded replica has no ops of its own
+  for (int r = 0; r < world; ++r) {
+    if (plan_.ranks[r].built) built.push_back(r);
+  }
   auto for_stream_edges = [&](auto&& fn) {
-    for (int r = 0; r < world; ++r) {
-      if (!plan_.ranks[r].built) continue;  // a folded replica has no ops of its own
+    for (int r : built) {
       for (int s = 0; s < plan::kStreamCount; ++s) {
         const auto stream = static_cast<plan::Stream>(s);
         if (stream == plan::Stream::p2p) continue;
@@ -246,12 +252,17 @@ void Run::init_result() {
   result_.hardware = models_.profile;
   const int world = static_cast<int>(plan_.ranks.size());
   result_.ranks.resize(world);
-  memory_.assign(world, {});
-  memory_total_.assign(world, 0);
-  std::vector<std::size_t> spans(world, 0), effects(world, 0);
+  slot_.assign(world, -1);
+  int built = 0;
+  for (int r = 0; r < world; ++r) {
+    if (plan_.ranks[r].built) slot_[r] = built++;
+  }
+  memory_.assign(built, {});
+  memory_total_.assign(built, 0);
+  std::vector<std::size_t> spans(built, 0), effects(built, 0);
   for (const plan::Op& op : plan_.ops) {
-    ++spans[op.rank];
-    effects[op.rank] += op.mem_count;
+    ++spans[slot_[op.rank]];
+    effects[slot_[op.rank]] += op.mem_count;
   }
   for (int r = 0; r < world; ++r) {
     const plan::RankInfo& info = plan_.ranks[r];
@@ -269,31 +280,33 @@ void Run::init_result() {
       rr.same_as = info.representative;
       continue;
     }
-    rr.spans.reserve(spans[r]);
-    rr.memory.time_s.reserve(effects[r] + 1);
-    rr.memory.bytes.reserve(effects[r] + 1);
-    memory_[r] = info.initial;
-    for (double b : info.initial) memory_total_[r] += b;
+    const int k = slot_[r];
+    rr.spans.reserve(spans[k]);
+    rr.memory.time_s.reserve(effects[k] + 1);
+    rr.memory.bytes.reserve(effects[k] + 1);
+    memory_[k] = info.initial;
+    for (double b : info.initial) memory_total_[k] += b;
     rr.memory.time_s.push_back(0.0);
-    rr.memory.bytes.push_back(memory_[r]);
-    rr.peak_memory_bytes = memory_total_[r];
+    rr.memory.bytes.push_back(memory_[k]);
+    rr.peak_memory_bytes = memory_total_[k];
   }
 }
 
 void Run::apply_effects(const plan::Op& op, bool at_end, double now) {
   bool changed = false;
-  auto& bytes = memory_[op.rank];
+  const int k = slot_[op.rank];
+  auto& bytes = memory_[k];
   for (const plan::MemEffect& e : plan_.effects_of(op)) {
     if (e.at_end != at_end || e.bytes == 0) continue;
     bytes[static_cast<int>(e.cls)] += e.bytes;
-    memory_total_[op.rank] += e.bytes;
+    memory_total_[k] += e.bytes;
     changed = true;
   }
   if (!changed) return;
   result::RankResult& rr = result_.ranks[op.rank];
   rr.memory.time_s.push_back(now);
   rr.memory.bytes.push_back(bytes);
-  rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, memory_total_[op.rank]);
+  rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, memory_total_[k]);
 }
 
 void Run::comm_activity(int rank, int delta, double now) {

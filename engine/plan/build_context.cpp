@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/spec/error.hpp"
+
 namespace stratagem::plan {
 
 double BuildContext::stage_params(int stage) const {
@@ -33,11 +35,17 @@ bool BuildContext::shards_grads(int rank) const {
 }
 
 int BuildContext::add_group(std::vector<int> ranks, const std::string& label) {
-  std::sort(ranks.begin(), ranks.end());
-  auto it = group_index_.find(ranks);
-  if (it != group_index_.end()) return it->second;
+  if (!std::is_sorted(ranks.begin(), ranks.end())) std::sort(ranks.begin(), ranks.end());
+  if (ranks.empty()) throw RuntimeError("plan: a process group without ranks (" + label + ")");
+  const auto first = static_cast<std::size_t>(ranks.front());
+  if (first_member_head_.size() <= first) {
+    first_member_head_.resize(std::max(first + 1, plan.layout.coords.size()), -1);
+  }
+  for (int g = first_member_head_[first]; g >= 0;
+       g = same_first_next_[static_cast<std::size_t>(g)]) {
+    if (plan.groups[static_cast<std::size_t>(g)].ranks == ranks) return g;
+  }
   Group g;
-  g.ranks = ranks;
   g.label = label;
   // Nodes spanned, counting an NVLink domain of several nodes (NVL72) as one.
   int last_node = -1, spanned = 0;
@@ -48,9 +56,11 @@ int BuildContext::add_group(std::vector<int> ranks, const std::string& label) {
   }
   g.nodes_spanned = spanned;
   g.intra_node = spanned == 1;
+  g.ranks = std::move(ranks);
   plan.groups.push_back(std::move(g));
   const int index = static_cast<int>(plan.groups.size()) - 1;
-  group_index_.emplace(plan.groups.back().ranks, index);
+  same_first_next_.push_back(first_member_head_[first]);
+  first_member_head_[first] = index;
   return index;
 }
 

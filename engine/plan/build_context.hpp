@@ -48,9 +48,20 @@ struct BuildContext {
 
   /// Adds a group of ranks (sorted; one group per rank set) and returns its index.
   int add_group(std::vector<int> ranks, const std::string& label);
+  /// Room for about `groups` groups (make_groups knows how many the mesh has).
+  void reserve_groups(std::size_t groups) {
+    plan.groups.reserve(groups);
+    same_first_next_.reserve(groups);
+  }
 
  private:
-  std::map<std::vector<int>, int> group_index_;
+  /// Groups by their lowest member: first_member_head_[rank] is the newest group starting at
+  /// that rank, same_first_next_[group] the one before it (-1: none). A rank starts only a
+  /// handful of groups (world, its dp, tp, cp, tied ...), so finding an identical one is a
+  /// short walk, and the members are stored once, in the plan; a hash table of a million
+  /// ranks' groups was a tenth of building a million-GPU plan.
+  std::vector<int> first_member_head_;
+  std::vector<int> same_first_next_;
 };
 
 }  // namespace stratagem::plan

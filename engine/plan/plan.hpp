@@ -19,6 +19,7 @@
 #include <span>
 #include <string>
 #include <variant>
+#include <memory>
 #include <vector>
 
 #include "engine/spec/scenario.hpp"
@@ -201,11 +202,49 @@ struct Layout {
   }
 };
 
+/// A rank's ops per stream, in issue order: `streams[s]` is a vector of op ids. Storage is
+/// allocated on the first write, so the folded replicas of a million-GPU plan, which have no
+/// ops, cost one pointer each rather than six empty vectors.
+class RankStreams {
+ public:
+  using List = std::vector<OpId>;
+  RankStreams() = default;
+  RankStreams(const RankStreams& o)
+      : lists_(o.lists_ ? std::make_unique<std::array<List, kStreamCount>>(*o.lists_) : nullptr) {}
+  RankStreams& operator=(const RankStreams& o) {
+    if (this != &o) {
+      lists_ = o.lists_ ? std::make_unique<std::array<List, kStreamCount>>(*o.lists_) : nullptr;
+    }
+    return *this;
+  }
+  RankStreams(RankStreams&&) noexcept = default;
+  RankStreams& operator=(RankStreams&&) noexcept = default;
+
+  const List& operator[](int s) const { return lists_ ? (*lists_)[s] : empty(); }
+  /// For writing (allocates).
+  List& operator[](int s) {
+    if (!lists_) lists_ = std::make_unique<std::array<List, kStreamCount>>();
+    return (*lists_)[s];
+  }
+  /// Every stream, in Stream order (range-for).
+  const List* begin() const { return lists_ ? lists_->data() : empties().data(); }
+  const List* end() const { return begin() + kStreamCount; }
+  static constexpr std::size_t size() { return kStreamCount; }
+
+ private:
+  static const List& empty() { return empties()[0]; }
+  static const std::array<List, kStreamCount>& empties() {
+    static const std::array<List, kStreamCount> none{};
+    return none;
+  }
+  std::unique_ptr<std::array<List, kStreamCount>> lists_;
+};
+
 /// What each rank holds for the whole step (bytes per class) and what lives in host memory.
 struct RankInfo {
   std::array<double, kTensorClassCount> initial{};  ///< resident GPU bytes per class
   double host_bytes = 0;                            ///< offloaded to CPU memory
-  std::array<std::vector<OpId>, kStreamCount> streams;
+  RankStreams streams;
   bool built = false;      ///< false for folded replicas (their representative has the ops)
   int representative = 0;  ///< the built rank with identical ops and timing
 };

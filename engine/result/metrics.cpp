@@ -109,16 +109,21 @@ RankStats rank_stats(const RankResult& r) {
 
 Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
   const int world = static_cast<int>(r.ranks.size());
-  std::vector<RankStats> stats(r.ranks.size());
+  // Statistics of the ranks with spans only (folded replicas share their representative's):
+  // a million-GPU result has a few hundred.
+  std::vector<int> slot(r.ranks.size(), -1);
+  std::vector<RankStats> stats;
   for (int i = 0; i < world; ++i) {
-    if (r.ranks[i].same_as < 0) stats[i] = rank_stats(r.ranks[i]);
+    if (r.ranks[i].same_as >= 0) continue;
+    slot[i] = static_cast<int>(stats.size());
+    stats.push_back(rank_stats(r.ranks[i]));
   }
   Metrics m;
   m.model_flops_per_step = model_flops_per_step;
   double model_end = 0, busy_sum = 0, exposed_sum = 0, comm_sum = 0;
   for (int i = 0; i < world; ++i) {
     const int own = r.ranks[i].same_as >= 0 ? r.ranks[i].same_as : i;
-    const RankStats& st = stats[own];
+    const RankStats& st = stats[static_cast<std::size_t>(slot[own])];
     m.step_time_s = std::max(m.step_time_s, st.end_s);
     model_end = std::max(model_end, st.model_end_s);
     busy_sum += st.model_busy_s;
