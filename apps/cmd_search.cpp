@@ -25,6 +25,7 @@ struct Options {
   std::int64_t global_batch = 256;
   std::int64_t seq_len = 2048;
   int top = 10;
+  int threads = 0;
   bool exhaustive = false;
   std::vector<std::string> precisions;
   std::vector<std::string> attentions;
@@ -88,6 +89,7 @@ int run(const Options& o) {
 
   sim::SearchOptions options;
   options.keep_top = o.exhaustive ? 0 : o.top;  // --top is at least 1
+  options.threads = o.threads;
   if (!o.precisions.empty()) {
     options.precisions.clear();
     for (const auto& p : o.precisions) {
@@ -198,6 +200,10 @@ Registration reg{
            ->check(at_least_one());
        sub.add_flag("--exhaustive", o->exhaustive,
                     "Simulate every configuration that fits (no bound-and-prune)");
+       sub.add_option("--threads", o->threads,
+                      "Simulations at a time (default 0: one per hardware thread; the result "
+                      "is the same for any number)")
+           ->check(CLI::Range(0, 256));
        sub.add_option("--mixed_precision", o->precisions,
                       "Precisions to try (default: bf16,fp16,no, and fp8 on GPUs that have it)")
            ->delimiter(',');

@@ -1,7 +1,10 @@
 #include "sim/search.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
+#include <optional>
+#include <thread>
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
@@ -256,46 +259,93 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
   std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) {
     return a.upper_tokens_per_s > b.upper_tokens_per_s;
   });
-  Simulator simulator;
-  for (std::size_t k = 0; k < pending.size(); ++k) {
-    if (progress)
-      progress(total / 2 + static_cast<int>(k * (total - total / 2) / pending.size()), total);
-    const Pending& p = pending[k];
-    if (options.keep_top > 0) {
-      const auto faster =
-          std::count_if(result.ranked.begin(), result.ranked.end(),
-                        [&](const Candidate& c) { return c.tokens_per_s > p.upper_tokens_per_s; });
-      const bool dominated =
-          std::any_of(result.ranked.begin(), result.ranked.end(), [&](const Candidate& c) {
-            return c.tokens_per_s > p.upper_tokens_per_s && c.peak_memory_bytes <= p.analytic_peak;
-          });
-      if (faster >= options.keep_top && dominated) {
+  // The sequential rule: whether pending[k] can still enter the best keep_top or the front.
+  auto prunable = [&](const Pending& p) {
+    if (options.keep_top <= 0) return false;
+    const auto faster =
+        std::count_if(result.ranked.begin(), result.ranked.end(),
+                      [&](const Candidate& c) { return c.tokens_per_s > p.upper_tokens_per_s; });
+    const bool dominated =
+        std::any_of(result.ranked.begin(), result.ranked.end(), [&](const Candidate& c) {
+          return c.tokens_per_s > p.upper_tokens_per_s && c.peak_memory_bytes <= p.analytic_peak;
+        });
+    return faster >= options.keep_top && dominated;
+  };
+  // One simulation: the candidate, or nothing when it ran out of memory.
+  struct Outcome {
+    std::optional<Candidate> candidate;
+    std::exception_ptr error;
+  };
+  auto simulate = [&](const Pending& p) {
+    Outcome o;
+    try {
+      const auto& s = configs[p.index];
+      const auto plan = plan::build_plan(s);
+      const auto run = Simulator().run(plan, make_cost_models(s));
+      Candidate c;
+      c.scenario = s;
+      c.label = s.name;
+      c.step_time_s = run.metrics.step_time_s;
+      c.tokens_per_s = run.metrics.tokens_per_s;
+      c.mfu = run.metrics.mfu;
+      c.bubble_fraction = run.metrics.bubble_fraction;
+      c.exposed_comm_s = run.metrics.exposed_comm_s;
+      bool oom = false;
+      for (const auto& r : run.ranks) {
+        c.peak_memory_bytes = std::max(c.peak_memory_bytes, r.peak_memory_bytes);
+        oom = oom || r.oom;
+      }
+      if (!oom) o.candidate = std::move(c);
+    } catch (...) {
+      o.error = std::current_exception();
+    }
+    return o;
+  };
+  const int threads = std::max(
+      1, options.threads > 0 ? options.threads
+                             : static_cast<int>(std::min(8u, std::thread::hardware_concurrency())));
+  // In order of the bound: take the next `threads` configurations that are not prunable now,
+  // simulate them at once, then apply their outcomes in order, re-checking each against the
+  // ones applied before it (what the sequential loop would have known).
+  std::size_t k = 0;
+  std::vector<std::size_t> batch;
+  std::vector<Outcome> outcomes;
+  while (k < pending.size()) {
+    batch.clear();
+    while (k < pending.size() && static_cast<int>(batch.size()) < threads) {
+      if (progress)
+        progress(total / 2 + static_cast<int>(k * (total - total / 2) / pending.size()), total);
+      if (prunable(pending[k])) {
         ++result.pruned;
+      } else {
+        batch.push_back(k);
+      }
+      ++k;
+    }
+    outcomes.assign(batch.size(), Outcome{});
+    if (batch.size() == 1) {
+      outcomes[0] = simulate(pending[batch[0]]);
+    } else {
+      std::vector<std::thread> workers;
+      for (std::size_t b = 1; b < batch.size(); ++b) {
+        workers.emplace_back([&, b] { outcomes[b] = simulate(pending[batch[b]]); });
+      }
+      if (!batch.empty()) outcomes[0] = simulate(pending[batch[0]]);
+      for (auto& w : workers) w.join();
+    }
+    for (std::size_t b = 0; b < batch.size(); ++b) {
+      if (b > 0 && prunable(pending[batch[b]])) {
+        ++result.pruned;  // sequentially, the ones before it would have pruned it
         continue;
       }
+      if (outcomes[b].error) std::rethrow_exception(outcomes[b].error);
+      ++result.simulated;
+      if (!outcomes[b].candidate) {
+        ++result.memory_rejected;
+        continue;
+      }
+      result.ranked.push_back(std::move(*outcomes[b].candidate));
     }
-    const auto& s = configs[p.index];
-    const auto plan = plan::build_plan(s);
-    const auto run = simulator.run(plan, make_cost_models(s));
-    ++result.simulated;
-    Candidate c;
-    c.scenario = s;
-    c.label = s.name;
-    c.step_time_s = run.metrics.step_time_s;
-    c.tokens_per_s = run.metrics.tokens_per_s;
-    c.mfu = run.metrics.mfu;
-    c.bubble_fraction = run.metrics.bubble_fraction;
-    c.exposed_comm_s = run.metrics.exposed_comm_s;
-    bool oom = false;
-    for (const auto& r : run.ranks) {
-      c.peak_memory_bytes = std::max(c.peak_memory_bytes, r.peak_memory_bytes);
-      oom = oom || r.oom;
-    }
-    if (oom) {
-      ++result.memory_rejected;
-      continue;
-    }
-    result.ranked.push_back(std::move(c));
   }
   if (progress) progress(total, total);
   // Best throughput first; ties broken by lower memory, then label (deterministic).

@@ -32,6 +32,10 @@ struct SearchOptions {
   /// `keep_top` nor the Pareto front. The best keep_top and the front are exactly those of
   /// simulating everything. 0: simulate every configuration that fits.
   int keep_top = 10;
+  /// Simulations run this many at a time (0: one per hardware thread). The result is the
+  /// sequential one exactly: a configuration simulated alongside another that, had it run
+  /// first, would have pruned it is dropped again (counted as pruned, not simulated).
+  int threads = 0;
 };
 
 struct Candidate {

@@ -174,6 +174,39 @@ TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
   EXPECT_TRUE(single_replica);
 }
 
+// Simulating several configurations at a time changes nothing: the same counts, the same
+// ranking (every metric, bit for bit) and front as one at a time — with pruning, where a
+// configuration simulated beside one that would have pruned it must be dropped again.
+TEST(Search, ThreadsGiveTheSequentialResultExactly) {
+  nlohmann::json j = {{"model", "gpt3-1.3b"},
+                      {"cluster", "dgx-a100-80gb"},
+                      {"strategy", {{"dp", 8}}},
+                      {"training", {{"seq_len", 2048}, {"global_batch", 32}}}};
+  const auto base = spec::parse_scenario(j);
+  sim::SearchOptions options;
+  options.precisions = {spec::Precision::bf16};
+  options.recomputes = {spec::Recompute::none, spec::Recompute::selective};
+  options.max_micro_batch_size = 4;
+  options.keep_top = 3;
+  options.threads = 1;
+  const auto one = sim::search(base, options);
+  for (int threads : {2, 3, 8}) {
+    options.threads = threads;
+    const auto many = sim::search(base, options);
+    EXPECT_EQ(many.simulated, one.simulated) << threads;
+    EXPECT_EQ(many.pruned, one.pruned) << threads;
+    EXPECT_EQ(many.memory_rejected, one.memory_rejected) << threads;
+    ASSERT_EQ(many.ranked.size(), one.ranked.size()) << threads;
+    for (std::size_t i = 0; i < one.ranked.size(); ++i) {
+      EXPECT_EQ(many.ranked[i].label, one.ranked[i].label) << threads << " " << i;
+      EXPECT_EQ(many.ranked[i].step_time_s, one.ranked[i].step_time_s) << threads << " " << i;
+      EXPECT_EQ(many.ranked[i].peak_memory_bytes, one.ranked[i].peak_memory_bytes);
+    }
+    EXPECT_EQ(many.pareto, one.pareto) << threads;
+  }
+  EXPECT_GT(one.pruned, 0);  // the interesting case: pruning happened
+}
+
 }  // namespace
 }  // namespace stratagem
 
