@@ -29,8 +29,12 @@ void check_invariants(const StepPlan& p) {
     }
   }
   for (const auto& t : p.transfers) {
-    if (p.ranks[t.src].built) ASSERT_NE(t.send, plan::kNoOp);
-    if (p.ranks[t.dst].built) ASSERT_NE(t.recv, plan::kNoOp);
+    if (p.ranks[t.src].built) {
+      ASSERT_NE(t.send, plan::kNoOp);
+    }
+    if (p.ranks[t.dst].built) {
+      ASSERT_NE(t.recv, plan::kNoOp);
+    }
   }
   for (const auto& inst : p.collectives) {
     int built = 0;

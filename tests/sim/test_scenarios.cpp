@@ -28,29 +28,6 @@ spec::Scenario gpt_scenario(const nlohmann::json& strategy, int nodes = 1) {
   return spec::parse_scenario(j);
 }
 
-// GPT-3 175B (Brown et al. 2020: 96 layers, d 12288, 96 heads, 2048 context) on 1,024 A100.
-spec::Scenario gpt3_1024() {
-  nlohmann::json j = {{"name", "gpt3-175b on 1024 A100"},
-                      {"model",
-                       {{"layers", 96},
-                        {"hidden", 12288},
-                        {"heads", 96},
-                        {"vocab", 51200},
-                        {"max_positions", 2048}}},
-                      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 128}}},
-                      {"strategy",
-                       {{"dp", 64},
-                        {"pp", 16},
-                        {"schedule", "1f1b"},
-                        {"micro_batch_size", 1},
-                        {"grad_accum", 128},
-                        {"sharding", "zero1"},
-                        {"mixed_precision", "bf16"},
-                        {"recompute", "full"}}},
-                      {"training", {{"seq_len", 2048}}}};
-  return spec::parse_scenario(j);
-}
-
 void expect_fold_exact(const spec::Scenario& s) {
   const auto models = sim::make_cost_models(s);
   const auto folded = plan::build_plan(s, {.fold = true});
