@@ -322,17 +322,15 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
       }
       ++k;
     }
+    if (batch.empty()) continue;
+    // This thread simulates the first; one more thread per other configuration.
     outcomes.assign(batch.size(), Outcome{});
-    if (batch.size() == 1) {
-      outcomes[0] = simulate(pending[batch[0]]);
-    } else {
-      std::vector<std::thread> workers;
-      for (std::size_t b = 1; b < batch.size(); ++b) {
-        workers.emplace_back([&, b] { outcomes[b] = simulate(pending[batch[b]]); });
-      }
-      if (!batch.empty()) outcomes[0] = simulate(pending[batch[0]]);
-      for (auto& w : workers) w.join();
+    std::vector<std::thread> workers;
+    for (std::size_t b = 1; b < batch.size(); ++b) {
+      workers.emplace_back([&, b] { outcomes[b] = simulate(pending[batch[b]]); });
     }
+    outcomes[0] = simulate(pending[batch[0]]);
+    for (auto& w : workers) w.join();
     for (std::size_t b = 0; b < batch.size(); ++b) {
       if (b > 0 && prunable(pending[batch[b]])) {
         ++result.pruned;  // sequentially, the ones before it would have pruned it

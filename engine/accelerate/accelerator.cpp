@@ -33,7 +33,10 @@ AcceleratedOptimizer::AcceleratedOptimizer(Accelerator& acc,
                                            std::shared_ptr<torch::optim::Optimizer> user)
     : torch::optim::Optimizer(user->param_groups(), user->defaults().clone()),
       acc_(acc),
-      user_(std::move(user)) {}
+      user_(std::move(user)) {
+  for (auto& g : user_->param_groups()) initial_lrs_.push_back(g.options().get_lr());
+  synced_lrs_ = initial_lrs_;
+}
 
 at::Tensor AcceleratedOptimizer::step(LossClosure closure) {
   if (closure) throw SpecError("optimizer", "step(closure) is not supported by the Accelerator");
@@ -48,10 +51,6 @@ void AcceleratedOptimizer::sync_learning_rates() {
   // original's (DataParallel::step).
   auto& mine = param_groups_;
   auto& theirs = user_->param_groups();
-  if (synced_lrs_.empty()) {
-    for (auto& g : theirs) synced_lrs_.push_back(g.options().get_lr());
-    initial_lrs_ = synced_lrs_;
-  }
   for (std::size_t g = 0; g < mine.size() && g < theirs.size(); ++g) {
     const double a = mine[g].options().get_lr(), b = theirs[g].options().get_lr();
     const double lr = a != synced_lrs_[g] ? a : b;
@@ -62,7 +61,6 @@ void AcceleratedOptimizer::sync_learning_rates() {
 }
 
 void AcceleratedOptimizer::reset_learning_rates() {
-  sync_learning_rates();  // records the initial rates if not yet done
   for (std::size_t g = 0; g < param_groups_.size(); ++g) {
     param_groups_[g].options().set_lr(initial_lrs_[g]);
     user_->param_groups()[g].options().set_lr(initial_lrs_[g]);
@@ -136,7 +134,6 @@ void Accelerator::prepare_model(torch::nn::Module& module,
   model_name_ = name;
   dp_ = std::make_unique<DataParallel>(module, optimizer, *comm_, tracer_, options_, device_);
   optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
-  optimizer_->sync_learning_rates();
   tracer_.memory(dp_->memory());
   set_autocast(true);
   mark_forward_start();
@@ -281,7 +278,7 @@ void Accelerator::backward(const at::Tensor& loss) {
     measurer_.finish(loss, *model_, dp_.get(), loader_ ? loader_->local_batch_size() : 1,
                      activation_element_bytes());
   }
-  check_usage("backward");
+  check_usage(UsagePoint::backward);
   sync_ = decide_sync();
   backward_done_ = true;
   ++micro_step_;
@@ -307,7 +304,7 @@ void Accelerator::backward(const at::Tensor& loss) {
 
 void Accelerator::optimizer_step() {
   runtime::Heartbeat::progress("optimizer step");
-  check_usage("optimizer step");
+  check_usage(UsagePoint::optimizer_step);
   if (!sync_) return;  // accumulating
   set_autocast(false);
   skipped_ = false;

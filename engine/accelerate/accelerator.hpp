@@ -319,13 +319,16 @@ class Accelerator {
   /// Collective: every process's measurement, averaged, into measured_ (or none).
   void gather_measurement();
   void set_autocast(bool on);
+  /// Whether the coming backward syncs (the gradient-state rule, without side effects).
+  bool next_backward_syncs() const;
   /// Before a backward: whether it syncs, and the accumulation cycle after it.
   bool decide_sync();
   /// fp16: unscales the gradients once per step (clipping, then the step).
   bool unscale_gradients();
   /// The mistakes caught at backward and step (a plain loss.backward(), the original
   /// optimizer stepped, a training step some process has no batch for).
-  void check_usage(const char* where);
+  enum class UsagePoint { backward, optimizer_step };
+  void check_usage(UsagePoint at);
   /// load_state: the schedulers' step counts replayed (scheduler.hpp).
   void restore_schedulers(const nlohmann::json& header);
   spec::Scenario scenario(const ExportOptions* where) const;

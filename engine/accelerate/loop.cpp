@@ -38,24 +38,27 @@ bool Accelerator::end_of_dataloader() const {
   return observer_.active != nullptr && observer_.active->at_end();
 }
 
-bool Accelerator::decide_sync() {
-  if (no_sync_depth_ > 0) return false;
+bool Accelerator::next_backward_syncs() const {
   // Accelerate's GradientState: the accumulation's last micro-step, or the loader's last
-  // batch (which also starts the next epoch's accumulation afresh).
-  const bool sync =
-      cycle_ + 1 >= options_.gradient_accumulation_steps || end_of_dataloader();
+  // batch (which also starts the next epoch's accumulation afresh); never inside no_sync.
+  return no_sync_depth_ == 0 &&
+         (cycle_ + 1 >= options_.gradient_accumulation_steps || end_of_dataloader());
+}
+
+bool Accelerator::decide_sync() {
+  if (no_sync_depth_ > 0) return false;  // no_sync backwards are not accumulation steps
+  const bool sync = next_backward_syncs();
   cycle_ = sync ? 0 : cycle_ + 1;
   return sync;
 }
 
 bool Accelerator::sync_gradients() const {
-  if (backward_done_) return sync_;
-  return no_sync_depth_ == 0 &&
-         (cycle_ + 1 >= options_.gradient_accumulation_steps || end_of_dataloader());
+  return backward_done_ ? sync_ : next_backward_syncs();
 }
 
-void Accelerator::check_usage(const char* where) {
+void Accelerator::check_usage(UsagePoint at) {
   if (!dp_) return;
+  const char* where = at == UsagePoint::backward ? "backward" : "optimizer step";
   if (dp_->take_stray_backward()) {
     throw SpecError(where, "loss.backward() ran on the prepared model's loss: call "
                            "accelerator.backward(loss) instead (it scales the loss and syncs "
@@ -67,15 +70,17 @@ void Accelerator::check_usage(const char* where) {
                                std::string(spec::to_string(options_.sharding)) +
                                " it updates this process's shard and gathers the rest)");
   }
-  if (std::string(where) == "backward" && !stepped_since_sync_ && !pipeline_) {
+  if (at == UsagePoint::backward && !stepped_since_sync_ && !pipeline_) {
     throw SpecError(where, "a second backward after gradients were synced, with no step of "
                            "the prepared optimizer in between: call the optimizer prepare() "
                            "returned (opt->step()), not the original, and accumulate with "
                            "gradient_accumulation_steps or no_sync()");
   }
   // A training step some process has no batch for would leave the others waiting in the
-  // gradient collectives (even_batches false with a loader that does not split evenly).
-  if (DataLoaderBase* l = observer_.active; l && std::string(where) == "backward") {
+  // gradient collectives (even_batches false with a loader that does not split evenly; with
+  // even batches every process has as many).
+  if (DataLoaderBase* l = observer_.active;
+      l && at == UsagePoint::backward && !l->options().even_batches) {
     const std::int64_t batch = l->position().batch;
     for (int r = 0; r < env_.world_size; ++r) {
       if (l->size_of(r) < batch) {

@@ -48,11 +48,6 @@ struct BuildContext {
 
   /// Adds a group of ranks (sorted; one group per rank set) and returns its index.
   int add_group(std::vector<int> ranks, const std::string& label);
-  /// Room for about `groups` groups (make_groups knows how many the mesh has).
-  void reserve_groups(std::size_t groups) {
-    plan.groups.reserve(groups);
-    same_first_next_.reserve(groups);
-  }
 
  private:
   /// Groups by their lowest member: first_member_head_[rank] is the newest group starting at

@@ -47,15 +47,11 @@ void make_groups(BuildContext& ctx) {
   const Layout& L = ctx.plan.layout;
   const auto& st = ctx.strategy();
   // world, dp per (stage, tp), tp per (stage, dp, cp), cp per (stage, dp, tp), tied per
-  // (dp, tp, cp), HYBRID_SHARD's shard and replica groups per (stage, tp, node | local rank).
-  const std::size_t per_stage_peers = static_cast<std::size_t>(st.dp) * st.cp * st.tp;
-  ctx.reserve_groups(1 + static_cast<std::size_t>(st.pp) * st.tp +
-                     (st.tp > 1 ? static_cast<std::size_t>(L.world) / st.tp : 0) +
-                     (st.cp > 1 ? static_cast<std::size_t>(L.world) / st.cp : 0) +
-                     (st.pp > 1 ? per_stage_peers : 0) +
-                     (st.sharding == spec::Sharding::fsdp_hybrid_shard
-                          ? 2 * static_cast<std::size_t>(st.pp) * st.tp * L.nodes + 64
-                          : 0));
+  // (dp, tp, cp): reserved, as a million ranks have over a hundred thousand groups.
+  const auto per_stage = static_cast<std::size_t>(L.world / st.pp);
+  ctx.plan.groups.reserve(1 + static_cast<std::size_t>(st.pp) * st.tp +
+                          (st.tp > 1 ? L.world / st.tp : 0) + (st.cp > 1 ? L.world / st.cp : 0) +
+                          (st.pp > 1 ? per_stage : 0));
   std::vector<int> world(L.world);
   for (int r = 0; r < L.world; ++r) world[r] = r;
   ctx.world_group = ctx.add_group(std::move(world), "world");

@@ -1,13 +1,17 @@
 #pragma once
 // What the accelerate tests share: launching accel_check (or an example) with `stratagem
-// launch`, and a temporary directory.
+// launch`, reading the parameters a program wrote, and a temporary directory.
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <string>
+#include <vector>
 
 namespace stratagem::test {
 
@@ -29,6 +33,22 @@ inline Job launch(const std::string& env, const std::string& flags, const std::s
   const int status = ::pclose(p);
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return r;
+}
+
+// The fp32 parameters a test program wrote (its --out file); empty when there is none.
+inline std::vector<float> read_floats(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<float> v;
+  float x = 0;
+  while (in.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
+  return v;
+}
+
+inline double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size() || a.empty()) return INFINITY;
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
+  return m;
 }
 
 class TempDir {

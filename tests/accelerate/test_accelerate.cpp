@@ -26,21 +26,6 @@ namespace fs = std::filesystem;
 using accelerate::DataLoaderOptions;
 using accelerate::shard_indices;
 
-std::vector<float> read_floats(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<float> v;
-  float x = 0;
-  while (in.read(reinterpret_cast<char*>(&x), sizeof x)) v.push_back(x);
-  return v;
-}
-
-double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
-  return m;
-}
-
 // ---- data sharding (DistributedSampler's rules) -----------------------------------------
 
 TEST(AccelerateData, ShardsAreDisjointAndCoverTheDataset) {

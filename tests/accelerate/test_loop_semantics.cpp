@@ -5,7 +5,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -25,20 +24,6 @@ std::string read_file(const std::string& path) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
-}
-
-std::vector<float> floats(const std::string& path) {
-  const std::string b = read_file(path);
-  std::vector<float> v(b.size() / sizeof(float));
-  if (!v.empty()) std::memcpy(v.data(), b.data(), v.size() * sizeof(float));
-  return v;
-}
-
-double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
-  if (a.size() != b.size() || a.empty()) return INFINITY;
-  double m = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(double(a[i]) - b[i]));
-  return m;
 }
 
 struct Step {
@@ -91,7 +76,7 @@ TEST_P(LoopStrategies, ClippedScheduledAccumulatedTrainingMatchesOneProcess) {
                            GetParam().flags,
                        args + (dir / "2"));
   ASSERT_EQ(two.code, 0) << two.output;
-  EXPECT_LT(max_diff(floats(dir / "1"), floats(dir / "2")), 1e-6);
+  EXPECT_LT(max_abs_diff(read_floats(dir / "1"), read_floats(dir / "2")), 1e-6);
   const auto a = steps_of(one.output), b = steps_of(two.output);
   // 30 batches an epoch in cycles of 4: 7 steps and one more for the 2 left at the loader's
   // end, twice.
@@ -126,7 +111,7 @@ TEST(LoopSemantics, NoSyncAccumulatesLikeOneProcess) {
   ASSERT_EQ(one.code, 0) << one.output;
   ASSERT_EQ(two.code, 0) << two.output;
   EXPECT_EQ(steps_of(one.output).size(), 20u);  // every third of 30 batches steps, twice
-  EXPECT_LT(max_diff(floats(dir / "1"), floats(dir / "2")), 1e-6);
+  EXPECT_LT(max_abs_diff(read_floats(dir / "1"), read_floats(dir / "2")), 1e-6);
 }
 
 TEST(LoopSemantics, ClipGradValueMatchesOneProcess) {
@@ -138,8 +123,8 @@ TEST(LoopSemantics, ClipGradValueMatchesOneProcess) {
   ASSERT_EQ(one.code, 0) << one.output;
   ASSERT_EQ(two.code, 0) << two.output;
   ASSERT_EQ(free.code, 0) << free.output;
-  EXPECT_LT(max_diff(floats(dir / "1"), floats(dir / "2")), 1e-6);
-  EXPECT_GT(max_diff(floats(dir / "1"), floats(dir / "free")), 1e-3) << "the test should clip";
+  EXPECT_LT(max_abs_diff(read_floats(dir / "1"), read_floats(dir / "2")), 1e-6);
+  EXPECT_GT(max_abs_diff(read_floats(dir / "1"), read_floats(dir / "free")), 1e-3) << "the test should clip";
 }
 
 TEST(LoopSemantics, StratagemSeedSeedsTheShuffle) {

@@ -113,18 +113,28 @@ TEST(SimScenarios, MemoryOfShippedScenariosBalances) {
 namespace stratagem {
 namespace {
 
-// Bound-and-prune returns exactly the exhaustive search's best configurations and Pareto front.
-TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
+// GPT-3 1.3B on one DGX A100 with a small enumeration: fast to search, and it prunes.
+spec::Scenario small_search_base() {
   nlohmann::json j = {{"model", "gpt3-1.3b"},
                       {"cluster", "dgx-a100-80gb"},
                       {"strategy", {{"dp", 8}}},
                       {"training", {{"seq_len", 2048}, {"global_batch", 32}}}};
-  const auto base = spec::parse_scenario(j);
+  return spec::parse_scenario(j);
+}
+
+sim::SearchOptions small_search_options() {
   sim::SearchOptions options;
   options.precisions = {spec::Precision::bf16};
   options.recomputes = {spec::Recompute::none, spec::Recompute::selective};
   options.max_micro_batch_size = 4;
   options.keep_top = 3;
+  return options;
+}
+
+// Bound-and-prune returns exactly the exhaustive search's best configurations and Pareto front.
+TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
+  const auto base = small_search_base();
+  sim::SearchOptions options = small_search_options();
   const auto pruned = sim::search(base, options);
   options.keep_top = 0;
   const auto all = sim::search(base, options);
@@ -155,16 +165,8 @@ TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
 // ranking (every metric, bit for bit) and front as one at a time — with pruning, where a
 // configuration simulated beside one that would have pruned it must be dropped again.
 TEST(Search, ThreadsGiveTheSequentialResultExactly) {
-  nlohmann::json j = {{"model", "gpt3-1.3b"},
-                      {"cluster", "dgx-a100-80gb"},
-                      {"strategy", {{"dp", 8}}},
-                      {"training", {{"seq_len", 2048}, {"global_batch", 32}}}};
-  const auto base = spec::parse_scenario(j);
-  sim::SearchOptions options;
-  options.precisions = {spec::Precision::bf16};
-  options.recomputes = {spec::Recompute::none, spec::Recompute::selective};
-  options.max_micro_batch_size = 4;
-  options.keep_top = 3;
+  const auto base = small_search_base();
+  sim::SearchOptions options = small_search_options();
   options.threads = 1;
   const auto one = sim::search(base, options);
   for (int threads : {2, 3, 8}) {
