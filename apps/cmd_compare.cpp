@@ -9,6 +9,7 @@
 #include "apps/forward_runtime.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/fitted_profile.hpp"
 #include "engine/spec/profile.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/search.hpp"
@@ -52,7 +53,7 @@ int run_real(const Options& o) {
 int run(const Options& o) {
   if (o.real) return run_real(o);
   auto base = spec::load_scenario(o.scenario);
-  if (!o.profile.empty()) spec::apply_profile(base, spec::load_profile(o.profile));
+  if (!o.profile.empty()) spec::apply_profile_file(base, o.profile);
   const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
   const auto variants = sim::make_variants(base, names);
   sim::Simulator simulator;
@@ -81,7 +82,8 @@ Registration reg{
            ->delimiter(',');
        sub.add_option("--profile", o->profile,
                       "Hardware profile from `stratagem calibrate` in place of the "
-                      "scenario's GPU and links");
+                      "scenario's GPU and links, or a fitted profile (`calibrate --measured`) "
+                      "scaling them");
        sub.add_flag("--json", o->json, "Print JSON");
        sub.add_flag("--real", o->real,
                     "Train each strategy for real on local processes (Gloo on CPUs, "

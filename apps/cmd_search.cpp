@@ -11,6 +11,8 @@
 #include "apps/format.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/presets.hpp"
+#include "engine/spec/fitted_profile.hpp"
+#include "engine/spec/json_reader.hpp"
 #include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
 #include "sim/search.hpp"
@@ -50,9 +52,17 @@ nlohmann::json candidate_json(const sim::Candidate& c) {
 int run(const Options& o) {
   nlohmann::json cluster = {{"preset", o.cluster}};
   std::optional<spec::HardwareProfile> profile;
+  std::optional<spec::FittedProfile> fitted;
   std::string cluster_name = o.cluster;
   if (!o.profile.empty()) {
-    profile = spec::load_profile(o.profile);
+    const nlohmann::json doc = spec::read_json_file(o.profile);
+    if (spec::is_fitted_profile(doc)) {
+      fitted = spec::parse_fitted_profile(doc, o.profile);
+    } else {
+      profile = spec::parse_profile(doc, o.profile);
+    }
+  }
+  if (profile) {
     cluster_name = "profile " + profile->name;
     if (!o.cluster_given) {
       // One device per profiled process on one machine; apply_profile fills in the rest.
@@ -84,6 +94,10 @@ int run(const Options& o) {
   auto base = spec::parse_scenario(base_json, "search");
   if (profile) {
     spec::apply_profile(base, *profile);
+    c = base.cluster;
+  }
+  if (fitted) {
+    spec::apply_fitted_profile(base, *fitted);
     c = base.cluster;
   }
 
@@ -186,7 +200,8 @@ Registration reg{
        cluster->capture_default_str();
        sub.add_option("--profile", o->profile,
                       "Hardware profile from `stratagem calibrate`: search on that machine "
-                      "(its processes as devices unless --cluster is given)");
+                      "(its processes as devices unless --cluster is given); a fitted profile "
+                      "(`calibrate --measured`) scales the cluster's GPU and links");
        sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)")
            ->check(at_least_one());
        sub.add_option("--global_batch", o->global_batch, "Samples per step")

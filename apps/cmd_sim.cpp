@@ -13,6 +13,7 @@
 #include "engine/result/export.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/fitted_profile.hpp"
 #include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
 #include "sim/simulator.hpp"
@@ -54,7 +55,7 @@ sim::Algorithm parse_algorithm(const std::string& name) {
 int run_sim(const SimArgs& a) {
   using Clock = std::chrono::steady_clock;
   auto scenario = spec::load_scenario(a.scenario);
-  if (!a.profile.empty()) spec::apply_profile(scenario, spec::load_profile(a.profile));
+  if (!a.profile.empty()) spec::apply_profile_file(scenario, a.profile);
   sim::CostOptions cost_options;
   cost_options.algorithm = parse_algorithm(a.algorithm);
   if (a.slowdown_given) {
@@ -162,7 +163,7 @@ Registration reg{
            ->check(finite_non_negative());
        sub.add_option("--profile", a->profile,
                       "Hardware profile from `stratagem calibrate` in place of the scenario's "
-                      "GPU and links");
+                      "GPU and links, or a fitted profile (`calibrate --measured`) scaling them");
        sub.add_flag("--json", a->json, "Print the summary as JSON");
        return std::function<int()>([a, slowdown] {
          a->slowdown_given = slowdown->count() > 0;

@@ -11,6 +11,7 @@
 #include "apps/format.hpp"
 #include "apps/forward_runtime.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/fitted_profile.hpp"
 #include "sim/validation.hpp"
 
 namespace stratagem::cli {
@@ -40,8 +41,11 @@ nlohmann::json summary_json(const sim::ErrorSummary& s) {
           {"false_oom", s.false_oom}};
 }
 
-int run_measured(const std::string& file, bool json, bool quiet) {
-  const auto runs = sim::load_measured_runs(file);
+int run_measured(const std::string& file, const std::string& profile, bool json, bool quiet) {
+  auto runs = sim::load_measured_runs(file);
+  if (!profile.empty()) {
+    for (auto& r : runs) spec::apply_profile_file(r.scenario, profile);
+  }
   const bool tty = isatty(STDERR_FILENO) && !quiet;
   auto progress = [&](int done, int total) {
     if (!tty || (done % 8 != 0 && done != total)) return;
@@ -120,12 +124,15 @@ Registration reg{
                          [](const std::string& a) { return a.rfind("--measured=", 0) == 0; });
          if (measured) {
            CLI::App app("validate --measured: the simulator against measured runs", "validate");
-           std::string file;
+           std::string file, profile;
            bool json = false, quiet = false;
            app.add_option("--measured", file,
                           "JSON lines: {\"id\", \"scenario\", \"measured\": "
                           "{\"tokens_per_s_per_gpu\" | \"step_time_s\", \"peak_memory_GiB\"}}")
                ->required();
+           app.add_option("--profile", profile,
+                          "Fitted profile (`calibrate --measured`) or hardware profile applied "
+                          "to every run's scenario");
            app.add_flag("--json", json, "Print JSON");
            app.add_flag("--quiet", quiet, "No progress bar");
            std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -138,7 +145,7 @@ Registration reg{
              }
              throw SpecError("validate", e.what());
            }
-           return run_measured(file, json, quiet);
+           return run_measured(file, profile, json, quiet);
          }
 #ifdef STRATAGEM_RUNTIME_COMMANDS
          std::vector<std::string> forward = {"validate"};

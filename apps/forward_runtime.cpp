@@ -53,7 +53,8 @@ struct Forwarders {
     std::string name;
     int order = 50;
     while (std::getline(names, name, ',')) {
-      if (name == "validate") continue;  // cmd_validate_measured.cpp forwards it itself
+      // cmd_validate_measured.cpp and cmd_calibrate_measured.cpp forward these themselves.
+      if (name == "validate" || name == "calibrate") continue;
       const auto it = descriptions().find(name);
       const std::string help =
           it != descriptions().end() ? it->second : "Real-runtime command (stratagem-runtime)";

@@ -23,6 +23,10 @@ HostSpec default_host(int gpus_per_node) {
   return h;
 }
 
+double RooflineModel::gemm(double efficiency) const {
+  return std::min(1.0, efficiency * gpu_.gemm_scale);
+}
+
 units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   if (op.on_host) {
     const double compute_s = host_.peak_flops > 0 ? op.flops / host_.peak_flops : 0.0;
@@ -34,21 +38,22 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   // residual adds, optimizer updates) move `bytes` through HBM. The two kinds of kernel run
   // one after the other on the stream, so their times add.
   const spec::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
-  const double efficiency = op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max;
+  const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max);
   const double peak = gpu_.peak(op.dtype) * efficiency;
   double compute_s = peak > 0 ? op.flops / peak : 0.0;
   // Under fp8 the LM head's GEMMs and the attention core run in bf16 (Transformer Engine).
   const spec::DType wide = op.dtype == spec::DType::fp8 ? spec::DType::bf16 : op.dtype;
   if (op.flops_16bit > 0) {
     const spec::EfficiencyCurve& c16 = gpu_.efficiency(wide);
-    const double p16 = gpu_.peak(wide) * (op.gemm_dim > 0 ? c16.at(op.gemm_dim) : c16.max);
+    const double p16 = gpu_.peak(wide) * gemm(op.gemm_dim > 0 ? c16.at(op.gemm_dim) : c16.max);
     compute_s += p16 > 0 ? op.flops_16bit / p16 : 0.0;
   }
   if (op.attention_flops > 0) {
     const bool backward = op.phase == plan::Phase::backward ||
                           op.phase == plan::Phase::backward_input ||
                           op.phase == plan::Phase::backward_weight;
-    const double pa = gpu_.peak(wide) * gpu_.attention_efficiency(backward);
+    const double pa =
+        gpu_.peak(wide) * std::min(1.0, gpu_.attention_efficiency(backward) * gpu_.attention_scale);
     compute_s += pa > 0 ? op.attention_flops / pa : 0.0;
   }
   const double memory_s = gpu_.hbm_bandwidth > 0 ? op.bytes / gpu_.hbm_bandwidth : 0.0;

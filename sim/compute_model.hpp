@@ -38,6 +38,8 @@ class RooflineModel final : public ComputeModel {
   const HostSpec& host() const { return host_; }
 
  private:
+  /// A GEMM efficiency times the GPU's fitted gemm_scale, at most 1.
+  double gemm(double efficiency) const;
   spec::GpuSpec gpu_;
   HostSpec host_;
 };

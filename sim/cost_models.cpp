@@ -37,7 +37,8 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
     m.profile = "profile " + c.calibration->profile;
   } else {
     m.network = std::make_shared<AlphaBetaNetwork>(links);
-    m.comm_compute_slowdown = options.comm_compute_slowdown.value_or(0.0);
+    m.comm_compute_slowdown =
+        options.comm_compute_slowdown.value_or(c.gpu.comm_compute_slowdown.value_or(0.0));
     m.profile = "analytic " + c.gpu.name + " / " + (c.name.empty() ? "cluster" : c.name);
   }
   return m;

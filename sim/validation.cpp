@@ -105,6 +105,28 @@ std::string strategy_family(const spec::StrategySpec& st) {
   return f;
 }
 
+RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
+                               const plan::StepPlan& plan, const CostOptions& options) {
+  const auto result = Simulator().run(plan, make_cost_models(s, options));
+  RunComparison c;
+  c.id = run.id;
+  c.gpu = s.cluster.gpu.name;
+  c.family = strategy_family(s.strategy);
+  c.measured_is_step_time = run.tokens_per_s_per_gpu <= 0;
+  c.measured = c.measured_is_step_time ? run.step_time_s : run.tokens_per_s_per_gpu;
+  c.predicted = c.measured_is_step_time
+                    ? result.metrics.step_time_s
+                    : result.metrics.tokens_per_s / static_cast<double>(s.world_size());
+  double peak = 0;
+  for (int r = 0; r < static_cast<int>(result.ranks.size()); ++r) {
+    peak = std::max(peak, result.resolved(r).peak_memory_bytes);
+  }
+  c.predicted_peak_GiB = peak / units::kGiB;
+  c.measured_peak_GiB = run.peak_memory_GiB;
+  c.predicted_oom = peak > s.cluster.gpu.memory_bytes;
+  return c;
+}
+
 std::vector<RunComparison> compare_with_measured(const std::vector<MeasuredRun>& runs,
                                                  const CostOptions& options,
                                                  const std::function<void(int, int)>& progress) {
@@ -112,26 +134,8 @@ std::vector<RunComparison> compare_with_measured(const std::vector<MeasuredRun>&
   const int total = static_cast<int>(runs.size());
   for (int i = 0; i < total; ++i) {
     if (progress) progress(i, total);
-    const MeasuredRun& run = runs[i];
-    const spec::Scenario& s = run.scenario;
-    const auto result = Simulator().run(plan::build_plan(s), make_cost_models(s, options));
-    RunComparison c;
-    c.id = run.id;
-    c.gpu = s.cluster.gpu.name;
-    c.family = strategy_family(s.strategy);
-    c.measured_is_step_time = run.tokens_per_s_per_gpu <= 0;
-    c.measured = c.measured_is_step_time ? run.step_time_s : run.tokens_per_s_per_gpu;
-    c.predicted = c.measured_is_step_time
-                      ? result.metrics.step_time_s
-                      : result.metrics.tokens_per_s / static_cast<double>(s.world_size());
-    double peak = 0;
-    for (int r = 0; r < static_cast<int>(result.ranks.size()); ++r) {
-      peak = std::max(peak, result.resolved(r).peak_memory_bytes);
-    }
-    c.predicted_peak_GiB = peak / units::kGiB;
-    c.measured_peak_GiB = run.peak_memory_GiB;
-    c.predicted_oom = peak > s.cluster.gpu.memory_bytes;
-    out.push_back(std::move(c));
+    const spec::Scenario& s = runs[i].scenario;
+    out.push_back(predict_measured(runs[i], s, plan::build_plan(s), options));
   }
   if (progress) progress(total, total);
   return out;

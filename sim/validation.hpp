@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/plan/plan.hpp"
 #include "engine/spec/scenario.hpp"
 #include "sim/cost_models.hpp"
 
@@ -48,6 +49,10 @@ ErrorSummary summarize(const std::vector<RunComparison>& rows);
 
 /// "FULL_SHARD", "zero1 + pipeline", "tp × pp", …: the strategy's family for grouping.
 std::string strategy_family(const spec::StrategySpec& st);
+
+/// Simulates one run as `s` (its scenario, or a variant with the same plan) describes it.
+RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
+                               const plan::StepPlan& plan, const CostOptions& options = {});
 
 /// Simulates each run (the given cost options) and compares; `progress(done, total)` per run.
 std::vector<RunComparison> compare_with_measured(

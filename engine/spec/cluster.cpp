@@ -230,6 +230,11 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
     a.finish();
   }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
+  g.gemm_scale = r.number_or("gemm_scale", 1.0, 0.01, 100);
+  g.attention_scale = r.number_or("attention_scale", 1.0, 0.01, 100);
+  if (r.has("comm_compute_slowdown")) {
+    g.comm_compute_slowdown = r.number("comm_compute_slowdown", 0, 100);
+  }
   if (const nlohmann::json* mu = r.find("measured_units")) {
     g.measured_units = parse_measured_units(*mu, r.child_path("measured_units"));
   }
@@ -332,6 +337,9 @@ nlohmann::json to_json(const GpuSpec& g) {
     nlohmann::json& by = j["matmul_efficiency_by_dtype"] = nlohmann::json::object();
     for (const auto& [d, c] : g.matmul_efficiency_by_dtype) by[to_string(d)] = curve_json(c);
   }
+  if (g.gemm_scale != 1.0) j["gemm_scale"] = g.gemm_scale;
+  if (g.attention_scale != 1.0) j["attention_scale"] = g.attention_scale;
+  if (g.comm_compute_slowdown) j["comm_compute_slowdown"] = *g.comm_compute_slowdown;
   if (!g.measured_units.empty()) j["measured_units"] = measured_units_json(g.measured_units);
   return j;
 }

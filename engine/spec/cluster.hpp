@@ -76,6 +76,14 @@ struct GpuSpec {
   double attention_backward_efficiency = 0;
   bool attention_given = false;
   units::Seconds kernel_launch_s = 5e-6;
+  /// Multipliers fitted to a team's measured runs (`stratagem calibrate --measured`, see
+  /// fitted_profile.hpp): the GEMM and attention efficiencies are multiplied by them (and held
+  /// at or below 1, the peak); 1 for the presets.
+  double gemm_scale = 1.0;
+  double attention_scale = 1.0;
+  /// Compute runs 1 + this times slower while communication kernels run on the device (they
+  /// take SMs and HBM bandwidth); unset: 0, or a profile's measured value.
+  std::optional<double> comm_compute_slowdown;
   std::vector<MeasuredUnits> measured_units;  ///< from a profile; empty for the presets
   units::FlopsPerS peak(DType d) const;
   const EfficiencyCurve& efficiency(DType d) const;
