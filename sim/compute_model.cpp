@@ -52,11 +52,22 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
     const bool backward = op.phase == plan::Phase::backward ||
                           op.phase == plan::Phase::backward_input ||
                           op.phase == plan::Phase::backward_weight;
-    const double pa =
-        gpu_.peak(wide) * std::min(1.0, gpu_.attention_efficiency(backward) * gpu_.attention_scale);
+    // The kernel's published forward + backward rate at this shape where the GPU has it,
+    // else the GPU's single attention efficiency.
+    const auto curve_eff =
+        op.attention_seq > 0 && op.head_dim > 0
+            ? gpu_.attention_kernel_efficiency(spec::to_string(op.attention_kernel), op.head_dim,
+                                               op.causal, op.attention_seq)
+            : std::nullopt;
+    const double eff = curve_eff ? *curve_eff : gpu_.attention_efficiency(backward);
+    const double pa = gpu_.peak(wide) * std::min(1.0, eff * gpu_.attention_scale);
     compute_s += pa > 0 ? op.attention_flops / pa : 0.0;
   }
-  const double memory_s = gpu_.hbm_bandwidth > 0 ? op.bytes / gpu_.hbm_bandwidth : 0.0;
+  // A formula curve is the GEMMs' compute side only: their operands and outputs cross HBM
+  // too (a measured curve's rates already include that traffic).
+  const double bytes = op.bytes + (curve.table.empty() ? op.gemm_bytes : 0.0);
+  const double hbm = gpu_.hbm_bandwidth * gpu_.hbm_efficiency;
+  const double memory_s = hbm > 0 ? bytes / hbm : 0.0;
   return compute_s + memory_s + op.kernels * gpu_.kernel_launch_s;
 }
 

@@ -4,8 +4,11 @@
 //   time = flops / (peak(dtype) · efficiency(gemm_dim))
 //          + flops_16bit / (peak(bf16) · efficiency_bf16(gemm_dim))      (fp8: the LM head)
 //          + attention_flops / (peak(16-bit) · attention_efficiency(forward|backward))
-//          + bytes / hbm_bandwidth + kernels · kernel_launch_s
-// where `flops` are the op's GEMM FLOPs and `bytes` the traffic of its memory-bound kernels
+//          + (bytes + gemm_bytes) / (hbm_bandwidth · hbm_efficiency) + kernels · kernel_launch_s
+// where `flops` are the op's GEMM FLOPs, `bytes` the traffic of its memory-bound kernels and
+// `gemm_bytes` its GEMMs' own operands and outputs (each GEMM's roofline summed: a GEMM of
+// intensity I FLOP/B reaches peak / (1 + ridge / I); gemm_bytes count only with a formula
+// curve, a measured curve includes them),
 // and ops that run on the host (optimizer offload) use a roofline on the host's CPUs.
 #include "engine/plan/plan.hpp"
 #include "engine/spec/cluster.hpp"

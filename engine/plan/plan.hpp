@@ -92,6 +92,14 @@ struct Compute {
   double attention_flops = 0;
   double bytes = 0;     ///< HBM bytes of its memory-bound (non-GEMM) kernels
   double gemm_dim = 0;  ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
+  /// HBM bytes its GEMMs read and write at least (inputs, weights, outputs once each): the
+  /// memory side of each GEMM's roofline, which a formula efficiency curve does not include.
+  double gemm_bytes = 0;
+  /// The fused attention kernel's shape: key length, head dimension, causal mask, kernel.
+  double attention_seq = 0;
+  double head_dim = 0;
+  bool causal = true;
+  spec::AttentionKernel attention_kernel = spec::AttentionKernel::fa2;
   int kernels = 1;      ///< kernel launches (launch overhead)
   spec::DType dtype = spec::DType::fp32;
   bool on_host = false;  ///< runs on the CPU (optimizer offload)
@@ -183,6 +191,12 @@ struct Unit {
   double recompute_flops = 0;  ///< GEMM FLOPs a recompute op spends per micro-batch
   double recompute_attn_flops = 0;  ///< fused-attention FLOPs it spends (full recompute)
   double gemm_dim = 0;
+  /// Bytes its forward GEMMs move (e·(MK + KN + MN) summed over them); a backward's input-
+  /// and weight-gradient GEMMs each touch the same three matrices: twice this.
+  double fwd_gemm_bytes = 0;
+  double attention_seq = 0;  ///< keys each query attends over (the sequence)
+  double head_dim = 0;
+  bool causal = true;
   double linear_params = 0;  ///< its linear layers' weights (what fp8 training casts)
 };
 

@@ -36,6 +36,7 @@ Compute units_work(const spec::StrategySpec& st, const std::vector<Unit>& units,
         gemm += unit.fwd_flops;
         c.attention_flops += unit.attn_fwd_flops;
         c.bytes += unit.full_act_bytes;
+        c.gemm_bytes += unit.fwd_gemm_bytes;
         c.kernels += fwd_kernels;
         break;
       case Phase::backward:
@@ -44,16 +45,27 @@ Compute units_work(const spec::StrategySpec& st, const std::vector<Unit>& units,
         gemm += 2.0 * unit.fwd_flops;
         c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
         c.bytes += 2.0 * unit.full_act_bytes;
+        c.gemm_bytes += 2.0 * unit.fwd_gemm_bytes;
         c.kernels += 2 * fwd_kernels;
         break;
       case Phase::recompute:
         gemm += unit.recompute_flops;
         c.attention_flops += unit.recompute_attn_flops;
         c.bytes += unit.full_act_bytes - unit.act_bytes;
+        // A full recompute reruns the forward's GEMMs; selective only the attention core's.
+        if (unit.fwd_flops > 0) {
+          c.gemm_bytes += unit.fwd_gemm_bytes * std::min(1.0, unit.recompute_flops / unit.fwd_flops);
+        }
         c.kernels += fwd_kernels;
         break;
       default:
         break;
+    }
+    if (unit.attn_fwd_flops > 0) {
+      c.attention_seq = unit.attention_seq;
+      c.head_dim = unit.head_dim;
+      c.causal = unit.causal;
+      c.attention_kernel = st.attention_kernel;
     }
     if (unit.gemm_dim > 0)
       c.gemm_dim = c.gemm_dim > 0 ? std::min(c.gemm_dim, unit.gemm_dim) : unit.gemm_dim;

@@ -42,6 +42,24 @@ std::vector<Unit> make_measured_units(const spec::Scenario& s, double elem) {
   return units;
 }
 
+// e·(MK + KN + MN): an M×K by K×N GEMM reads both operands and writes its output once.
+double gemm_io_bytes(double m, double n, double k, double elem) {
+  return elem * (m * k + k * n + m * n);
+}
+
+// One tensor-parallel rank's forward GEMMs of a block on `tokens` tokens: QKV (column-
+// parallel), the attention output projection (row-parallel), MLP-in (gate and up with SwiGLU)
+// and MLP-out. A quick-form model (no shape given) is taken as GPT's 12·h² split the same way.
+double block_gemm_bytes(const spec::ModelSpec& m, double tokens, double t, double elem) {
+  const double h = static_cast<double>(m.hidden);
+  const bool shaped = m.params_given <= 0;
+  const double qkv = shaped ? h + 2.0 * spec::kv_dim(m) : 3.0 * h;
+  const double f = shaped ? static_cast<double>(m.ffn_hidden) : 4.0 * h;
+  const double in = shaped && m.mlp == spec::MlpKind::swiglu ? 2.0 * f : f;
+  return gemm_io_bytes(tokens, qkv / t, h, elem) + gemm_io_bytes(tokens, h, h / t, elem) +
+         gemm_io_bytes(tokens, in / t, h, elem) + gemm_io_bytes(tokens, h, f / t, elem);
+}
+
 }  // namespace
 
 std::vector<Unit> make_units(const spec::Scenario& s) {
@@ -80,6 +98,9 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   if (flash) {
     block.fwd_flops -= core;
     block.attn_fwd_flops = core * (m.kind == spec::ModelKind::decoder ? 0.5 : 1.0);
+    block.attention_seq = seq;
+    block.head_dim = static_cast<double>(m.hidden) / static_cast<double>(m.heads);
+    block.causal = m.kind == spec::ModelKind::decoder;
   }
   const spec::ActivationLayout act{tp, st.sequence_parallel, st.cp, flash,
                                    st.precision == spec::Precision::fp8};
@@ -104,6 +125,7 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   // outputs, projection and MLP-out inputs).
   block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden) / t);
   block.linear_params = spec::block_matmul_params(m) / t;
+  block.fwd_gemm_bytes = block_gemm_bytes(m, tokens, t, elem);
   for (std::int64_t l = 1; l <= m.layers; ++l) {
     block.name = "block " + std::to_string(l);
     units.push_back(block);
@@ -127,6 +149,9 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
           ? spec::head_activation_bytes(m, s.training.seq_len, st.micro_batch_size, elem, act)
           : 0.0;
   head.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
+  if (head.fwd_flops > 0) {
+    head.fwd_gemm_bytes = gemm_io_bytes(tokens, vocab / t, static_cast<double>(m.hidden), elem);
+  }
   units.push_back(head);
   return units;
 }

@@ -69,6 +69,32 @@ double GpuSpec::attention_efficiency(bool backward) const {
   return backward ? attention_backward_efficiency : attention_forward_efficiency;
 }
 
+std::optional<double> GpuSpec::attention_kernel_efficiency(const std::string& kernel,
+                                                            double head_dim, bool causal,
+                                                            double seq) const {
+  const auto it = attention_kernels.find(kernel);
+  if (it == attention_kernels.end()) return std::nullopt;
+  const AttentionCurve* below = nullptr;
+  const AttentionCurve* above = nullptr;
+  for (const auto& c : it->second) {
+    if (c.causal != causal) continue;
+    if (c.head_dim <= head_dim && (!below || c.head_dim > below->head_dim)) below = &c;
+    if (c.head_dim >= head_dim && (!above || c.head_dim < above->head_dim)) above = &c;
+  }
+  if (!below && !above) {
+    // Only the other causality measured: use it rather than nothing.
+    for (const auto& c : it->second) {
+      if (c.head_dim <= head_dim && (!below || c.head_dim > below->head_dim)) below = &c;
+      if (c.head_dim >= head_dim && (!above || c.head_dim < above->head_dim)) above = &c;
+    }
+  }
+  if (!below) return above->at(seq);
+  if (!above || above == below) return below->at(seq);
+  const double f = std::log2(head_dim / below->head_dim) /
+                   std::log2(static_cast<double>(above->head_dim) / below->head_dim);
+  return below->at(seq) + f * (above->at(seq) - below->at(seq));
+}
+
 namespace {
 
 constexpr DType kDTypes[] = {DType::fp32, DType::tf32, DType::fp16, DType::bf16, DType::fp8};
@@ -201,6 +227,12 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   if (p.has("fp8")) g.peak_fp8 = units::tflops_to_flops(p.number("fp8", 1e-6, 1e6));
   p.finish();
   g.hbm_bandwidth = units::gbps_to_bytes_per_s(r.number("hbm_GBps", 1e-3, 1e6));
+  if (const nlohmann::json* he = r.find("hbm_efficiency")) {
+    ObjectReader e(*he, r.child_path("hbm_efficiency"));
+    e.allow({"source"});
+    g.hbm_efficiency = e.number("value", 0.05, 1.0);
+    e.finish();
+  }
   if (const nlohmann::json* eff = r.find("matmul_efficiency")) {
     g.matmul_efficiency = parse_curve(*eff, r.child_path("matmul_efficiency"), g.matmul_efficiency);
   }
@@ -228,6 +260,27 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
     g.attention_backward_efficiency = a.number("backward", 0.01, 1.0);
     g.attention_given = true;
     a.finish();
+  }
+  if (const nlohmann::json* ak = r.find("attention_kernels")) {
+    ObjectReader k(*ak, r.child_path("attention_kernels"));
+    k.allow({"source"});
+    for (const char* name : {"fa2", "fa1", "triton"}) {
+      const nlohmann::json* list = k.find(name);
+      if (!list) continue;
+      const std::string lpath = k.child_path(name);
+      if (!list->is_array() || list->empty()) throw SpecError(lpath, "expected a non-empty array");
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        ObjectReader c((*list)[i], lpath + "[" + std::to_string(i) + "]");
+        AttentionCurve curve;
+        curve.head_dim = static_cast<int>(c.integer("head_dim", 1, 1024));
+        curve.causal = c.boolean_or("causal", true);
+        curve.max = c.number("max", 0.01, 1.0);
+        curve.half_seq = c.number_or("half_seq", 0, 0, 1e7);
+        c.finish();
+        g.attention_kernels[name].push_back(curve);
+      }
+    }
+    k.finish();
   }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
   g.gemm_scale = r.number_or("gemm_scale", 1.0, 0.01, 100);
@@ -337,6 +390,18 @@ nlohmann::json to_json(const GpuSpec& g) {
     nlohmann::json& by = j["matmul_efficiency_by_dtype"] = nlohmann::json::object();
     for (const auto& [d, c] : g.matmul_efficiency_by_dtype) by[to_string(d)] = curve_json(c);
   }
+  if (!g.attention_kernels.empty()) {
+    nlohmann::json& ak = j["attention_kernels"] = nlohmann::json::object();
+    for (const auto& [name, curves] : g.attention_kernels) {
+      nlohmann::json list = nlohmann::json::array();
+      for (const auto& c : curves) {
+        list.push_back({{"head_dim", c.head_dim}, {"causal", c.causal}, {"max", c.max},
+                        {"half_seq", c.half_seq}});
+      }
+      ak[name] = std::move(list);
+    }
+  }
+  if (g.hbm_efficiency != 1.0) j["hbm_efficiency"] = {{"value", g.hbm_efficiency}};
   if (g.gemm_scale != 1.0) j["gemm_scale"] = g.gemm_scale;
   if (g.attention_scale != 1.0) j["attention_scale"] = g.attention_scale;
   if (g.comm_compute_slowdown) j["comm_compute_slowdown"] = *g.comm_compute_slowdown;

@@ -53,6 +53,18 @@ struct MeasuredUnits {
   double rank_cv = 0;
 };
 
+/// A fused attention kernel's forward + backward efficiency on one GPU (fraction of the 16-bit
+/// peak, counting the FLOPs it executes: a causal mask skips half) as a function of the
+/// sequence length s: max · s / (s + half_seq), for one head dimension, causal or not. Fitted
+/// to the kernel's published benchmark (the preset's `source`).
+struct AttentionCurve {
+  int head_dim = 128;
+  bool causal = true;
+  double max = 0.5;
+  double half_seq = 0;
+  double at(double seq) const { return max * seq / (seq + half_seq); }
+};
+
 struct GpuSpec {
   std::string name;
   units::Bytes memory_bytes = 0;
@@ -62,6 +74,9 @@ struct GpuSpec {
   units::FlopsPerS peak_bf16 = 0;
   units::FlopsPerS peak_fp8 = 0;  ///< dense FP8 tensor-core peak; 0: the part has no fp8
   units::BytesPerS hbm_bandwidth = 0;
+  /// Fraction of hbm_bandwidth memory-bound kernels reach (a stream copy's, measured); 1 for
+  /// a profiled device, whose element-wise bandwidth is measured as hbm_bandwidth.
+  double hbm_efficiency = 1.0;
   EfficiencyCurve matmul_efficiency;
   /// Per-dtype curves that replace `matmul_efficiency` for their dtype (a calibrated device's
   /// bf16 GEMMs saturate at other sizes than its fp32 ones). Empty for the presets.
@@ -75,6 +90,14 @@ struct GpuSpec {
   double attention_forward_efficiency = 0;
   double attention_backward_efficiency = 0;
   bool attention_given = false;
+  /// Per kernel ("fa2", "fa1", "triton"): its curves by head dimension and causality. A
+  /// kernel without curves on this GPU runs at attention_efficiency (fa2) or is refused.
+  std::map<std::string, std::vector<AttentionCurve>> attention_kernels;
+  /// The kernel's efficiency at this head dimension (interpolated in log₂ between the two
+  /// nearest measured ones, held beyond them), causality and sequence length; nullopt when the
+  /// GPU has no curves for the kernel.
+  std::optional<double> attention_kernel_efficiency(const std::string& kernel, double head_dim,
+                                                    bool causal, double seq) const;
   units::Seconds kernel_launch_s = 5e-6;
   /// Multipliers fitted to a team's measured runs (`stratagem calibrate --measured`, see
   /// fitted_profile.hpp): the GEMM and attention efficiencies are multiplied by them (and held

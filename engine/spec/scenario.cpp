@@ -46,6 +46,18 @@ Scenario parse_scenario(const nlohmann::json& object, const std::string& source)
 void validate(Scenario& s) {
   auto& st = s.strategy;
   validate_mesh(s);
+  if (st.attention_kernel != AttentionKernel::fa2 &&
+      !s.cluster.gpu.attention_kernels.count(to_string(st.attention_kernel))) {
+    std::string have;
+    for (const auto& [k, curves] : s.cluster.gpu.attention_kernels) {
+      have += (have.empty() ? "" : ", ") + k;
+    }
+    throw SpecError("strategy.attention_kernel",
+                    std::string(to_string(st.attention_kernel)) + " has no published figures for " +
+                        s.cluster.gpu.name + " in its preset (it has: " +
+                        (have.empty() ? "none" : have) +
+                        "); add cluster.gpu.attention_kernels or use fa2");
+  }
   if (st.pp > s.model.layers) {
     throw SpecError("strategy.pp", "pp = " + str(st.pp) + " exceeds the model's " +
                                        str(s.model.layers) + " layers");

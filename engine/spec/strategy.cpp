@@ -55,6 +55,15 @@ const char* to_string(Attention a) {
   return a == Attention::flash ? "flash" : "eager";
 }
 
+const char* to_string(AttentionKernel k) {
+  switch (k) {
+    case AttentionKernel::fa2: return "fa2";
+    case AttentionKernel::fa1: return "fa1";
+    case AttentionKernel::triton: return "triton";
+  }
+  return "?";
+}
+
 const char* to_string(Optimizer o) {
   switch (o) {
     case Optimizer::adam:
@@ -131,6 +140,16 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.attention = r.choice_or("attention", "flash", {"flash", "eager"}) == "eager"
                     ? Attention::eager
                     : Attention::flash;
+  if (r.has("attention_kernel")) {
+    const std::string k = r.choice("attention_kernel", {"fa2", "fa1", "triton"});
+    s.attention_kernel = k == "fa1"      ? AttentionKernel::fa1
+                         : k == "triton" ? AttentionKernel::triton
+                                         : AttentionKernel::fa2;
+    if (s.attention == Attention::eager) {
+      throw SpecError(r.child_path("attention_kernel"),
+                      "names a fused attention kernel; attention is 'eager' (set it to 'flash')");
+    }
+  }
   if (s.cp > 1 && s.attention == Attention::eager) {
     throw SpecError(r.child_path("attention"),
                     "context parallelism runs ring attention in the fused kernel (Megatron-LM's "
@@ -264,6 +283,7 @@ nlohmann::json to_json(const StrategySpec& s) {
   if (s.sequence_parallel) j["sequence_parallel"] = true;
   if (s.cp > 1) j["cp"] = s.cp;
   j["attention"] = to_string(s.attention);
+  if (s.attention_kernel != AttentionKernel::fa2) j["attention_kernel"] = to_string(s.attention_kernel);
   if (s.tf32) j["tf32"] = true;
   if (s.fp8_all_gather) j["fp8_all_gather"] = true;
   if (s.precision == Precision::fp16) {

@@ -28,6 +28,12 @@ enum class Precision { no, fp16, bf16, fp8 };
 /// output and a log-sum-exp per row, backward recomputes the scores) or `eager` (softmax(QKᵀ)V
 /// as separate kernels keeping the s×s scores, Korthikanti et al. 2022).
 enum class Attention { flash, eager };
+/// Which fused attention kernel `flash` runs: FlashAttention-2 (`fa2`, also PyTorch SDPA's
+/// flash backend), FlashAttention-1 (`fa1`) or the FA1-era Triton kernel (`triton`: flash_attn
+/// _triton.py, MPT / llm-foundry's attn_impl triton until 2024). Each has its own efficiency by
+/// head dimension, causality and sequence length in the GPU presets (attention_kernels).
+enum class AttentionKernel { fa2, fa1, triton };
+const char* to_string(AttentionKernel k);
 enum class Optimizer { adam, adamw, sgd };
 enum class Offload { none, cpu };
 
@@ -67,6 +73,7 @@ struct StrategySpec {
   bool sequence_parallel = false;  ///< Megatron-LM sequence parallelism (needs tp > 1)
   int cp = 1;  ///< context-parallel degree (Megatron-LM CP / torchtitan ring attention)
   Attention attention = Attention::flash;
+  AttentionKernel attention_kernel = AttentionKernel::fa2;
   Schedule schedule = Schedule::one_f_one_b;
   int chunks = 1;  ///< virtual stages per rank (interleaved)
   int micro_batch_size = 1;

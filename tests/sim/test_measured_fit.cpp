@@ -81,7 +81,7 @@ TEST(MeasuredFit, ProfileRoundTripsAndAppliesToItsGpuOnly) {
   g.parameters[static_cast<int>(FitParam::comm_compute_slowdown)] = {0.2, 0.05, true};
   g.parameters[static_cast<int>(FitParam::inter_link)] = {1.0, 0.0, false};
   p.gpus.push_back(g);
-  const std::string file = testing::TempDir() + "/fitted.json";
+  const std::string file = testing::TempDir() + "/measured_fit_profile.json";
   spec::save_fitted_profile(p, file);
 
   spec::Scenario s = spec::load_scenario("ddp-gpt2-xl-8xa100");

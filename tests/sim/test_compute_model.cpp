@@ -1,0 +1,110 @@
+// The roofline compute model's physical pieces, each against a number computed by hand:
+// GEMM operands and outputs crossing HBM (plan units' fwd_gemm_bytes), the achieved HBM
+// fraction, and the fused attention kernel's efficiency by kernel, head dimension, causality
+// and sequence length (the GPU presets' attention_kernels, fitted to FlashAttention-2's
+// published benchmark).
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "engine/plan/builder.hpp"
+#include "engine/spec/error.hpp"
+#include "engine/spec/presets.hpp"
+#include "engine/spec/scenario.hpp"
+#include "sim/compute_model.hpp"
+
+namespace stratagem::sim {
+namespace {
+
+nlohmann::json gpt(int seq, const char* kernel = nullptr) {
+  nlohmann::json strategy = {{"dp", 8}, {"micro_batch_size", 2}, {"mixed_precision", "bf16"}};
+  if (kernel) strategy["attention_kernel"] = kernel;
+  return {{"model", {{"layers", 4}, {"hidden", 1024}, {"heads", 8}, {"ffn_hidden", 4096},
+                     {"vocab", 32000}, {"max_positions", 65536}}},
+          {"cluster", "dgx-a100-80gb"},
+          {"strategy", strategy},
+          {"training", {{"seq_len", seq}, {"global_batch", 16}}}};
+}
+
+TEST(ComputeModel, GemmOperandsAndOutputsCrossHbm) {
+  const auto s = spec::parse_scenario(gpt(2048), "t");
+  const auto plan = plan::build_plan(s);
+  const plan::Unit& block = plan.layout.units[1];
+  // Tokens T = 2 · 2048; bf16 (2 B). QKV T×3h×h, projection T×h×h, MLP-in T×f×h, MLP-out T×h×f.
+  const double t = 4096, h = 1024, f = 4096, e = 2;
+  auto io = [&](double m, double n, double k) { return e * (m * k + k * n + m * n); };
+  EXPECT_DOUBLE_EQ(block.fwd_gemm_bytes, io(t, 3 * h, h) + io(t, h, h) + io(t, f, h) + io(t, h, f));
+  const plan::Unit& head = plan.layout.units.back();
+  EXPECT_DOUBLE_EQ(head.fwd_gemm_bytes, io(t, 32000, h));
+
+  // The roofline adds gemm_bytes at the achieved HBM bandwidth (a formula curve only).
+  plan::Compute op;
+  op.dtype = spec::DType::bf16;
+  op.gemm_bytes = 1e9;
+  op.kernels = 0;
+  spec::GpuSpec gpu = s.cluster.gpu;
+  EXPECT_DOUBLE_EQ(gpu.hbm_efficiency, 0.86);  // A100 80GB stream triad (preset source)
+  const RooflineModel roof(gpu, default_host(8));
+  EXPECT_NEAR(roof.duration(op), 1e9 / (2039e9 * 0.86), 1e-15);
+  gpu.matmul_efficiency.table = {{64, 0.5}, {4096, 0.8}};  // measured: rates include the I/O
+  EXPECT_DOUBLE_EQ(RooflineModel(gpu, default_host(8)).duration(op), 0.0);
+}
+
+TEST(ComputeModel, AttentionKernelEfficiencyBySequenceAndHeadDim) {
+  const spec::GpuSpec a100 = spec::parse_scenario(gpt(2048), "t").cluster.gpu;
+  // fa2 causal head dim 128 on A100: max 0.620, half_seq 484 (fit to 99…189 TFLOP/s).
+  EXPECT_NEAR(*a100.attention_kernel_efficiency("fa2", 128, true, 2048), 0.620 * 2048 / 2532,
+              1e-12);
+  EXPECT_NEAR(*a100.attention_kernel_efficiency("fa2", 128, true, 16384) * 312, 189, 189 * 0.03);
+  EXPECT_NEAR(*a100.attention_kernel_efficiency("triton", 128, true, 2048) * 312, 68, 68 * 0.05);
+  // Head dim 96: halfway in log2 between the 64 and 128 curves.
+  const double e64 = *a100.attention_kernel_efficiency("fa2", 64, true, 4096);
+  const double e128 = *a100.attention_kernel_efficiency("fa2", 128, true, 4096);
+  const double f = std::log2(96.0 / 64.0);
+  EXPECT_NEAR(*a100.attention_kernel_efficiency("fa2", 96, true, 4096), e64 + f * (e128 - e64),
+              1e-12);
+  // Held beyond the measured head dims.
+  EXPECT_DOUBLE_EQ(*a100.attention_kernel_efficiency("fa2", 256, true, 4096), e128);
+  // Longer sequences: the kernel gets closer to its maximum; the simulated attention slows less.
+  EXPECT_LT(*a100.attention_kernel_efficiency("fa2", 128, true, 1024),
+            *a100.attention_kernel_efficiency("fa2", 128, true, 8192));
+
+  // The plan carries the shape; the model times the attention FLOPs at the kernel's rate.
+  const auto s = spec::parse_scenario(gpt(4096, "triton"), "t");
+  const auto plan = plan::build_plan(s);
+  const plan::Unit& block = plan.layout.units[1];
+  EXPECT_DOUBLE_EQ(block.head_dim, 128);
+  EXPECT_DOUBLE_EQ(block.attention_seq, 4096);
+  plan::Compute op;
+  op.phase = plan::Phase::forward;
+  op.dtype = spec::DType::bf16;
+  op.attention_flops = 1e12;
+  op.attention_seq = 4096;
+  op.head_dim = 128;
+  op.attention_kernel = spec::AttentionKernel::triton;
+  op.kernels = 0;
+  const RooflineModel roof(s.cluster.gpu, default_host(8));
+  EXPECT_NEAR(roof.duration(op),
+              1e12 / (312e12 * *a100.attention_kernel_efficiency("triton", 128, true, 4096)),
+              1e-12);
+}
+
+TEST(ComputeModel, AttentionKernelWithoutFiguresIsRefused) {
+  nlohmann::json j = gpt(2048, "triton");
+  j["cluster"] = "dgx-b200";
+  try {
+    spec::parse_scenario(j, "t");
+    FAIL() << "accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.attention_kernel") << e.what();
+    EXPECT_NE(std::string(e.what()).find("b200"), std::string::npos) << e.what();
+  }
+  j = gpt(2048, "fa1");
+  j["strategy"]["attention"] = "eager";
+  EXPECT_THROW(spec::parse_scenario(j, "t"), SpecError);
+  j = gpt(2048, "fa3");
+  EXPECT_THROW(spec::parse_scenario(j, "t"), SpecError);
+}
+
+}  // namespace
+}  // namespace stratagem::sim
