@@ -11,7 +11,7 @@
 
 #include "apps/command.hpp"
 #include "apps/format.hpp"
-#include "apps/forward_runtime.hpp"
+#include "apps/two_form_command.hpp"
 #include "engine/spec/error.hpp"
 #include "sim/measured_fit.hpp"
 
@@ -98,55 +98,30 @@ int run_fit(const std::string& file, const std::string& out, const std::string& 
 Registration reg{
     {"calibrate", "Measure this machine, or fit to measured runs (--measured), for --profile", 53,
      [](CLI::App& sub) {
-       sub.prefix_command();
-       sub.set_help_flag();  // --help: stratagem-runtime's, or ours below without a runtime
-       return std::function<int()>([&sub]() -> int {
-         const std::vector<std::string> args = sub.remaining();
-         const bool measured =
-             std::find(args.begin(), args.end(), "--measured") != args.end() ||
-             std::any_of(args.begin(), args.end(),
-                         [](const std::string& a) { return a.rfind("--measured=", 0) == 0; });
-         if (measured) {
-           CLI::App app("calibrate --measured: fit the simulator's hardware multipliers (GEMM, "
-                        "attention, HBM, links, communication/compute slow-down) to measured "
-                        "runs, per GPU",
-                        "calibrate");
-           std::string file, out, name;
-           int threads = 0;
-           bool json = false, quiet = false;
-           app.add_option("--measured", file,
-                          "JSON lines as `validate --measured` reads: {\"id\", \"scenario\", "
-                          "\"measured\": {\"tokens_per_s_per_gpu\" | \"step_time_s\"}}")
-               ->required();
-           app.add_option("-o,--out", out, "Fitted profile to write (JSON)")->required();
-           app.add_option("--name", name, "Profile name (default: fitted to <file>)");
-           app.add_option("--threads", threads,
-                          "Simulations at once (default: one per hardware thread)")
-               ->check(CLI::NonNegativeNumber);
-           app.add_flag("--json", json, "Print the profile as JSON");
-           app.add_flag("--quiet", quiet, "No progress bar");
-           std::vector<std::string> reversed(args.rbegin(), args.rend());
-           try {
-             app.parse(reversed);
-           } catch (const CLI::ParseError& e) {
-             if (e.get_exit_code() == 0) {
-               std::cout << app.help();
-               return 0;
-             }
-             throw SpecError("calibrate", e.what());
-           }
-           return run_fit(file, out, name, threads, json, quiet);
-         }
-#ifdef STRATAGEM_RUNTIME_COMMANDS
-         std::vector<std::string> forward = {"calibrate"};
-         forward.insert(forward.end(), args.begin(), args.end());
-         exec_runtime(forward);
-#else
-         throw SpecError("calibrate",
-                         "this build has no real runtime (LibTorch was not found): only "
-                         "`calibrate --measured runs.jsonl -o fitted.json` works here");
-#endif
-       });
+       return two_form_command(
+           sub, "calibrate", "measured", "calibrate --measured runs.jsonl -o fitted.json",
+           [](const std::vector<std::string>& args) -> int {
+             CLI::App app("calibrate --measured: fit the simulator's hardware multipliers (GEMM, "
+                          "attention, HBM, links, communication/compute slow-down) to measured "
+                          "runs, per GPU",
+                          "calibrate");
+             std::string file, out, name;
+             int threads = 0;
+             bool json = false, quiet = false;
+             app.add_option("--measured", file,
+                            "JSON lines as `validate --measured` reads: {\"id\", \"scenario\", "
+                            "\"measured\": {\"tokens_per_s_per_gpu\" | \"step_time_s\"}}")
+                 ->required();
+             app.add_option("-o,--out", out, "Fitted profile to write (JSON)")->required();
+             app.add_option("--name", name, "Profile name (default: fitted to <file>)");
+             app.add_option("--threads", threads,
+                            "Simulations at once (default: one per hardware thread)")
+                 ->check(CLI::NonNegativeNumber);
+             app.add_flag("--json", json, "Print the profile as JSON");
+             app.add_flag("--quiet", quiet, "No progress bar");
+             if (!parse_local_form(app, args, "calibrate")) return 0;
+             return run_fit(file, out, name, threads, json, quiet);
+           });
      }}};
 
 }  // namespace

@@ -9,7 +9,7 @@
 
 #include "apps/command.hpp"
 #include "apps/format.hpp"
-#include "apps/forward_runtime.hpp"
+#include "apps/two_form_command.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fitted_profile.hpp"
 #include "sim/validation.hpp"
@@ -114,49 +114,24 @@ int run_measured(const std::string& file, const std::string& profile, bool json,
 Registration reg{
     {"validate", "Compare the simulator with measured runs (--measured), or run scenarios for real",
      57, [](CLI::App& sub) {
-       sub.prefix_command();
-       sub.set_help_flag();  // --help: stratagem-runtime's, or ours below without a runtime
-       return std::function<int()>([&sub]() -> int {
-         const std::vector<std::string> args = sub.remaining();
-         const bool measured =
-             std::find(args.begin(), args.end(), "--measured") != args.end() ||
-             std::any_of(args.begin(), args.end(),
-                         [](const std::string& a) { return a.rfind("--measured=", 0) == 0; });
-         if (measured) {
-           CLI::App app("validate --measured: the simulator against measured runs", "validate");
-           std::string file, profile;
-           bool json = false, quiet = false;
-           app.add_option("--measured", file,
-                          "JSON lines: {\"id\", \"scenario\", \"measured\": "
-                          "{\"tokens_per_s_per_gpu\" | \"step_time_s\", \"peak_memory_GiB\"}}")
-               ->required();
-           app.add_option("--profile", profile,
-                          "Fitted profile (`calibrate --measured`) or hardware profile applied "
-                          "to every run's scenario");
-           app.add_flag("--json", json, "Print JSON");
-           app.add_flag("--quiet", quiet, "No progress bar");
-           std::vector<std::string> reversed(args.rbegin(), args.rend());
-           try {
-             app.parse(reversed);
-           } catch (const CLI::ParseError& e) {
-             if (e.get_exit_code() == 0) {
-               std::cout << app.help();
-               return 0;
-             }
-             throw SpecError("validate", e.what());
-           }
-           return run_measured(file, profile, json, quiet);
-         }
-#ifdef STRATAGEM_RUNTIME_COMMANDS
-         std::vector<std::string> forward = {"validate"};
-         forward.insert(forward.end(), args.begin(), args.end());
-         exec_runtime(forward);
-#else
-         throw SpecError("validate",
-                         "this build has no real runtime (LibTorch was not found): only "
-                         "`validate --measured runs.jsonl` works here");
-#endif
-       });
+       return two_form_command(
+           sub, "validate", "measured", "validate --measured runs.jsonl",
+           [](const std::vector<std::string>& args) -> int {
+             CLI::App app("validate --measured: the simulator against measured runs", "validate");
+             std::string file, profile;
+             bool json = false, quiet = false;
+             app.add_option("--measured", file,
+                            "JSON lines: {\"id\", \"scenario\", \"measured\": "
+                            "{\"tokens_per_s_per_gpu\" | \"step_time_s\", \"peak_memory_GiB\"}}")
+                 ->required();
+             app.add_option("--profile", profile,
+                            "Fitted profile (`calibrate --measured`) or hardware profile applied "
+                            "to every run's scenario");
+             app.add_flag("--json", json, "Print JSON");
+             app.add_flag("--quiet", quiet, "No progress bar");
+             if (!parse_local_form(app, args, "validate")) return 0;
+             return run_measured(file, profile, json, quiet);
+           });
      }}};
 
 }  // namespace

@@ -23,6 +23,15 @@ HostSpec default_host(int gpus_per_node) {
   return h;
 }
 
+RooflineModel::RooflineModel(spec::GpuSpec gpu, HostSpec host)
+    : gpu_(std::move(gpu)), host_(host) {
+  for (auto k : {spec::AttentionKernel::fa2, spec::AttentionKernel::fa1,
+                 spec::AttentionKernel::triton}) {
+    const auto it = gpu_.attention_kernels.find(spec::to_string(k));
+    if (it != gpu_.attention_kernels.end()) attention_curves_[static_cast<int>(k)] = it->second;
+  }
+}
+
 double RooflineModel::gemm(double efficiency) const {
   return std::min(1.0, efficiency * gpu_.gemm_scale);
 }
@@ -56,8 +65,9 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
     // else the GPU's single attention efficiency.
     const auto curve_eff =
         op.attention_seq > 0 && op.head_dim > 0
-            ? gpu_.attention_kernel_efficiency(spec::to_string(op.attention_kernel), op.head_dim,
-                                               op.causal, op.attention_seq)
+            ? spec::attention_curves_efficiency(
+                  attention_curves_[static_cast<int>(op.attention_kernel)], op.head_dim,
+                  op.causal, op.attention_seq)
             : std::nullopt;
     const double eff = curve_eff ? *curve_eff : gpu_.attention_efficiency(backward);
     const double pa = gpu_.peak(wide) * std::min(1.0, eff * gpu_.attention_scale);

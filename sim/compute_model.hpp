@@ -10,6 +10,8 @@
 // intensity I FLOP/B reaches peak / (1 + ridge / I); gemm_bytes count only with a formula
 // curve, a measured curve includes them),
 // and ops that run on the host (optimizer offload) use a roofline on the host's CPUs.
+#include <array>
+
 #include "engine/plan/plan.hpp"
 #include "engine/spec/cluster.hpp"
 
@@ -35,7 +37,7 @@ HostSpec default_host(int gpus_per_node);
 
 class RooflineModel final : public ComputeModel {
  public:
-  RooflineModel(spec::GpuSpec gpu, HostSpec host) : gpu_(std::move(gpu)), host_(host) {}
+  RooflineModel(spec::GpuSpec gpu, HostSpec host);
   units::Seconds duration(const plan::Compute& op) const override;
   const spec::GpuSpec& gpu() const { return gpu_; }
   const HostSpec& host() const { return host_; }
@@ -45,6 +47,8 @@ class RooflineModel final : public ComputeModel {
   double gemm(double efficiency) const;
   spec::GpuSpec gpu_;
   HostSpec host_;
+  /// gpu_.attention_kernels by spec::AttentionKernel (looked up once, not per op).
+  std::array<std::vector<spec::AttentionCurve>, 3> attention_curves_;
 };
 
 /// Measured unit times where a profile has them for the scenario's shape

@@ -5,11 +5,15 @@
 namespace stratagem::sim {
 
 namespace {
-// std heaps are max-heaps: "a after b" puts the earliest (time, seq) on top.
-bool later(const Event& a, const Event& b) {
-  if (a.time_s != b.time_s) return a.time_s > b.time_s;
-  return a.seq > b.seq;
-}
+// std heaps are max-heaps: "a after b" puts the earliest (time, seq) on top. A function
+// object, not a function pointer, so the heap operations inline it.
+struct Later {
+  bool operator()(const Event& a, const Event& b) const {
+    if (a.time_s != b.time_s) return a.time_s > b.time_s;
+    return a.seq > b.seq;
+  }
+};
+constexpr Later later{};
 }  // namespace
 
 void EventQueue::push(double time_s, std::uint32_t kind, std::int32_t index,

@@ -8,13 +8,13 @@
 #include "sim/event_queue.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/jitter.hpp"
+#include "sim/plan_index.hpp"
 
 namespace stratagem::sim {
 
 namespace {
 
 enum EventKind : std::uint32_t { kComputeDone, kFlowDone, kLatencyDone, kActivityDone, kSyncDone };
-enum class Category : std::uint8_t { compute, collective, p2p };
 
 // Links per rank: NVLink/NVSwitch port and NIC, each direction.
 constexpr int kLinksPerRank = 4;
@@ -22,20 +22,22 @@ int link_id(int rank, LinkKind kind, bool inbound) {
   return rank * kLinksPerRank + (kind == LinkKind::inter_node ? 2 : 0) + (inbound ? 1 : 0);
 }
 
-// One simulation: indices built once from the plan, then the event loop.
+// One simulation: indices built once from the plan (plan_index.hpp), then the event loop.
 class Run {
  public:
-  Run(const plan::StepPlan& plan, const CostModels& models) : plan_(plan), models_(models) {}
+  Run(const plan::StepPlan& plan, const CostModels& models)
+      : plan_(plan), models_(models), index_(plan, models) {}
   result::RunResult execute();
 
  private:
-  void build_indices();
+  void init_state();
   void init_result();
+  void write_spans();
   /// `by_comm`: what released it last was an activity, not compute (see on_ready).
   void on_ready(plan::OpId id, double now, bool by_comm = false);
   void start_op(plan::OpId id, double now);
   void end_op(plan::OpId id, double now);
-  void apply_effects(const plan::Op& op, bool at_end, double now);
+  void apply_effects(plan::OpId id, bool at_end, double now);
   /// Scales the bandwidth of every link of `rank` (compute slowing its communication).
   void set_rank_busy(int rank, bool busy, double now);
   bool compute_slows_comm_ = false;  ///< any compute_comm_slowdown > 0
@@ -48,22 +50,25 @@ class Run {
   void begin_phase(int a, double now);
   void start_transfer(int a, double now);
   void finish_activity(int a, double now);
-  int node_of(int rank) const;
-  int activity_of(plan::OpId id) const;
   [[noreturn]] void stalled() const;
 
   const plan::StepPlan& plan_;
   const CostModels& models_;
+  const PlanIndex index_;
   EventQueue queue_;
   FlowNetwork flows_;
   result::RunResult result_;
 
-  // Per op.
-  std::vector<Category> category_;
-  std::vector<std::int32_t> pending_;  // unfinished deps + unfinished stream predecessor
-  std::vector<std::uint32_t> succ_begin_;
-  std::vector<plan::OpId> succ_;
-  std::vector<double> start_s_;
+  // Per op, what the run changes: unfinished deps + unfinished stream predecessor, when it
+  // started and ended, and for running compute the work left at full speed, its rate, the
+  // last update and the version of its completion event (one record per op, not six arrays).
+  struct OpState {
+    double start_s = 0, end_s = 0;
+    double work_s = 0, rate = 1, last_s = 0;
+    std::int32_t pending = 0;
+    std::uint32_t version = 0;
+  };
+  std::vector<OpState> state_;
   // Compute spread (models_.has_jitter()): when each op arrived at its activity and
   // the variance its rank had accumulated since its last synchronisation.
   std::vector<double> arrive_s_, arrive_var_;
@@ -71,16 +76,13 @@ class Run {
   // (-1: none yet): an activity that released it later is a common wait; its arrival is the
   // later of the two.
   std::vector<double> own_ready_s_, own_ready_var_;
-  // Running compute ops (work left at full speed, rate, last update, version).
-  std::vector<double> work_s_, rate_, last_s_;
-  std::vector<std::uint32_t> version_;
-
   // Activities: collective instances, then transfers.
   int instances_ = 0;
   std::vector<std::int32_t> arrived_;
   std::vector<std::uint8_t> phase_idx_;
+  std::vector<int> slot_of_;  ///< per activity: its slot in phases_ while it runs
   std::vector<CommPhases> phases_;
-  std::vector<GroupShape> group_shape_;
+  std::vector<int> free_slots_;
   std::vector<int> links_scratch_;
 
   // Per rank.
@@ -105,131 +107,22 @@ class Run {
   std::uint64_t events_ = 0;
 };
 
-// The NVLink domain a rank's links belong to: its node, or with a domain of several nodes
-// (GB200 NVL72: 18 trays of 4 GPUs) the domain's index; `intra_node` links join its members.
-int Run::node_of(int rank) const {
-  const auto& coords = plan_.layout.coords;
-  const int node = rank < static_cast<int>(coords.size())
-                       ? coords[rank].node
-                       : rank / std::max(plan_.layout.gpus_per_node, 1);
-  return plan_.scenario.cluster.domain_of_node(node);
-}
-
 double Run::rank_variance(int rank) const {
   const double cw = models_.compute_jitter_cv, cr = models_.rank_jitter_cv;
   return cw * cw * jitter_sum2_[rank] +
          cr * cr * jitter_sum_[rank] * jitter_sum_[rank];
 }
 
-int Run::activity_of(plan::OpId id) const {
-  const auto& payload = plan_.ops[id].payload;
-  if (const auto* c = std::get_if<plan::Collective>(&payload)) return c->instance;
-  return instances_ + std::get<plan::P2P>(payload).transfer;
-}
-
-void Run::build_indices() {
-  const auto& ops = plan_.ops;
-  const std::size_t n = ops.size();
-  category_.resize(n);
-  pending_.assign(n, 0);
-  std::vector<std::uint32_t> succ_count(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) {
-    const plan::Op& op = ops[i];
-    if (op.id != static_cast<plan::OpId>(i)) {
-      throw RuntimeError("plan: op at index " + std::to_string(i) + " has id " +
-                         std::to_string(op.id) + " (ids must equal their index)");
-    }
-    category_[i] = static_cast<Category>(op.payload.index());
-    pending_[i] = static_cast<std::int32_t>(op.dep_count);
-    for (plan::OpId d : plan_.deps_of(op)) ++succ_count[d];
-  }
-  // FIFO streams: each op also waits for the previous op on its stream.
-  const int world = static_cast<int>(plan_.ranks.size());
-  // With serial collectives (a backend that runs a rank's collectives one at a time in issue
-  // order, like our Gloo communicator) the gather and collective streams form one queue.
-  std::vector<plan::OpId> merged;
-  std::vector<int> built;  // a folded replica has no ops of its own
-  for (int r = 0; r < world; ++r) {
-    if (plan_.ranks[r].built) built.push_back(r);
-  }
-  auto for_stream_edges = [&](auto&& fn) {
-    for (int r : built) {
-      for (int s = 0; s < plan::kStreamCount; ++s) {
-        const auto stream = static_cast<plan::Stream>(s);
-        if (stream == plan::Stream::p2p) continue;
-        if (models_.serial_collectives && stream == plan::Stream::gather) continue;
-        const auto& list = plan_.ranks[r].streams[s];
-        if (models_.serial_collectives && stream == plan::Stream::collective) {
-          const auto& g = plan_.ranks[r].streams[static_cast<int>(plan::Stream::gather)];
-          merged.clear();
-          std::merge(list.begin(), list.end(), g.begin(), g.end(), std::back_inserter(merged));
-          for (std::size_t k = 1; k < merged.size(); ++k) fn(merged[k - 1], merged[k]);
-          continue;
-        }
-        for (std::size_t k = 1; k < list.size(); ++k) fn(list[k - 1], list[k]);
-      }
-    }
-  };
-  for_stream_edges([&](plan::OpId prev, plan::OpId next) {
-    ++succ_count[prev];
-    ++pending_[next];
-  });
-  succ_begin_.assign(n + 1, 0);
-  for (std::size_t i = 0; i < n; ++i) succ_begin_[i + 1] = succ_begin_[i] + succ_count[i];
-  succ_.resize(succ_begin_[n]);
-  std::vector<std::uint32_t> fill(succ_begin_.begin(), succ_begin_.end() - 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    for (plan::OpId d : plan_.deps_of(ops[i])) succ_[fill[d]++] = static_cast<plan::OpId>(i);
-  }
-  for_stream_edges([&](plan::OpId prev, plan::OpId next) { succ_[fill[prev]++] = next; });
-
-  start_s_.assign(n, 0);
-  work_s_.assign(n, 0);
-  rate_.assign(n, 1);
-  last_s_.assign(n, 0);
-  version_.assign(n, 0);
-
-  // Activities and their consistency with the ops.
-  instances_ = static_cast<int>(plan_.collectives.size());
-  const std::size_t activities = plan_.collectives.size() + plan_.transfers.size();
+void Run::init_state() {
+  const std::size_t n = plan_.ops.size();
+  state_.resize(n);
+  for (std::size_t i = 0; i < n; ++i) state_[i].pending = index_.pending[i];
+  instances_ = index_.instances;
+  const auto activities = static_cast<std::size_t>(index_.activities());
   arrived_.assign(activities, 0);
   phase_idx_.assign(activities, 0);
-  phases_.assign(activities, CommPhases{});
-  for (int c = 0; c < instances_; ++c) {
-    for (plan::OpId id : plan_.collectives[c].ops) {
-      const auto* col = std::get_if<plan::Collective>(&ops.at(id).payload);
-      if (!col || col->instance != c) {
-        throw RuntimeError("plan: collective instance " + std::to_string(c) + " lists op " +
-                           std::to_string(id) + " which is not one of its collectives");
-      }
-    }
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    if (const auto* p = std::get_if<plan::P2P>(&ops[i].payload)) {
-      const auto& t = plan_.transfers.at(p->transfer);
-      if (t.send == plan::kNoOp || t.recv == plan::kNoOp) {
-        throw RuntimeError("plan: transfer " + std::to_string(p->transfer) + " of op " +
-                           std::to_string(i) + " lacks its " +
-                           (t.send == plan::kNoOp ? "send" : "recv"));
-      }
-    }
-  }
-  group_shape_.resize(plan_.groups.size());
-  std::vector<int> per_node(static_cast<std::size_t>(std::max(plan_.layout.nodes, 1)), 0);
-  for (std::size_t g = 0; g < plan_.groups.size(); ++g) {
-    GroupShape shape;
-    shape.size = static_cast<int>(plan_.groups[g].ranks.size());
-    shape.nodes = 0;
-    shape.per_node = 0;
-    for (int r : plan_.groups[g].ranks) {
-      const int node = node_of(r);
-      if (node >= static_cast<int>(per_node.size())) per_node.resize(node + 1, 0);
-      if (per_node[node]++ == 0) ++shape.nodes;
-      shape.per_node = std::max(shape.per_node, per_node[node]);
-    }
-    for (int r : plan_.groups[g].ranks) per_node[node_of(r)] = 0;
-    group_shape_[g] = shape;
-  }
+  slot_of_.assign(activities, -1);
+  const int world = static_cast<int>(plan_.ranks.size());
   comm_active_.assign(world, 0);
   jitter_sum_.assign(world, 0);
   jitter_sum2_.assign(world, 0);
@@ -260,7 +153,7 @@ void Run::init_result() {
   memory_.assign(built, {});
   memory_total_.assign(built, 0);
   std::vector<std::size_t> spans(built, 0), effects(built, 0);
-  for (const plan::Op& op : plan_.ops) {
+  for (const OpInfo& op : index_.ops) {
     ++spans[slot_[op.rank]];
     effects[slot_[op.rank]] += op.mem_count;
   }
@@ -292,18 +185,22 @@ void Run::init_result() {
   }
 }
 
-void Run::apply_effects(const plan::Op& op, bool at_end, double now) {
+void Run::apply_effects(plan::OpId id, bool at_end, double now) {
+  const OpInfo& info = index_.ops[id];
+  if (info.mem_count == 0) return;
   bool changed = false;
-  const int k = slot_[op.rank];
+  const int k = slot_[info.rank];
   auto& bytes = memory_[k];
-  for (const plan::MemEffect& e : plan_.effects_of(op)) {
+  const plan::MemEffect* effects = plan_.mem_effects.data() + info.mem_begin;
+  for (std::uint32_t i = 0; i < info.mem_count; ++i) {
+    const plan::MemEffect& e = effects[i];
     if (e.at_end != at_end || e.bytes == 0) continue;
     bytes[static_cast<int>(e.cls)] += e.bytes;
     memory_total_[k] += e.bytes;
     changed = true;
   }
   if (!changed) return;
-  result::RankResult& rr = result_.ranks[op.rank];
+  result::RankResult& rr = result_.ranks[info.rank];
   rr.memory.time_s.push_back(now);
   rr.memory.bytes.push_back(bytes);
   rr.peak_memory_bytes = std::max(rr.peak_memory_bytes, memory_total_[k]);
@@ -316,31 +213,32 @@ void Run::comm_activity(int rank, int delta, double now) {
   if (slowdown <= 0 || (before == 0) == (comm_active_[rank] == 0)) return;
   const double rate = comm_active_[rank] > 0 ? 1.0 / (1.0 + slowdown) : 1.0;
   for (plan::OpId id : running_compute_[rank]) {
-    work_s_[id] = std::max(0.0, work_s_[id] - rate_[id] * (now - last_s_[id]));
-    last_s_[id] = now;
-    rate_[id] = rate;
-    queue_.push(now + work_s_[id] / rate, kComputeDone, id, ++version_[id]);
+    OpState& st = state_[id];
+    st.work_s = std::max(0.0, st.work_s - st.rate * (now - st.last_s));
+    st.last_s = now;
+    st.rate = rate;
+    queue_.push(now + st.work_s / rate, kComputeDone, id, ++st.version);
   }
 }
 
 void Run::start_op(plan::OpId id, double now) {
-  const plan::Op& op = plan_.ops[id];
-  start_s_[id] = now;
-  apply_effects(op, false, now);
-  if (category_[id] != Category::compute) {
-    comm_activity(op.rank, +1, now);
+  const OpInfo& info = index_.ops[id];
+  OpState& st = state_[id];
+  st.start_s = now;
+  apply_effects(id, false, now);
+  if (info.category != Category::compute) {
+    comm_activity(info.rank, +1, now);
     return;
   }
-  const auto& c = std::get<plan::Compute>(op.payload);
-  work_s_[id] = models_.compute->duration(c);
-  last_s_[id] = now;
-  rate_[id] = 1.0;
-  if (models_.comm_compute_slowdown > 0 && !c.on_host) {
-    if (comm_active_[op.rank] > 0) rate_[id] = 1.0 / (1.0 + models_.comm_compute_slowdown);
-    running_compute_[op.rank].push_back(id);
+  st.work_s = info.duration_s;
+  st.last_s = now;
+  st.rate = 1.0;
+  if (models_.comm_compute_slowdown > 0 && !info.on_host) {
+    if (comm_active_[info.rank] > 0) st.rate = 1.0 / (1.0 + models_.comm_compute_slowdown);
+    running_compute_[info.rank].push_back(id);
   }
-  if (compute_slows_comm_ && !c.on_host) set_rank_busy(op.rank, true, now);
-  queue_.push(now + work_s_[id] / rate_[id], kComputeDone, id, ++version_[id]);
+  if (compute_slows_comm_ && !info.on_host) set_rank_busy(info.rank, true, now);
+  queue_.push(now + st.work_s / st.rate, kComputeDone, id, ++st.version);
 }
 
 void Run::set_rank_busy(int rank, bool busy, double now) {
@@ -348,72 +246,68 @@ void Run::set_rank_busy(int rank, bool busy, double now) {
 }
 
 void Run::end_op(plan::OpId id, double now) {
-  const plan::Op& op = plan_.ops[id];
-  apply_effects(op, true, now);
-  if (const auto* c = std::get_if<plan::Compute>(&op.payload)) {
+  const OpInfo& info = index_.ops[id];
+  const int rank = info.rank;
+  state_[id].end_s = now;
+  apply_effects(id, true, now);
+  const bool compute = info.category == Category::compute;
+  if (compute) {
     if (models_.has_jitter()) {
-      const double d = now - start_s_[id];
-      jitter_sum_[op.rank] += d;
-      jitter_sum2_[op.rank] += d * d;
+      const double d = now - state_[id].start_s;
+      jitter_sum_[rank] += d;
+      jitter_sum2_[rank] += d * d;
     }
-    if (compute_slows_comm_ && !c->on_host) set_rank_busy(op.rank, false, now);
+    if (compute_slows_comm_ && !info.on_host) set_rank_busy(rank, false, now);
     if (models_.comm_compute_slowdown > 0) {
-      auto& running = running_compute_[op.rank];
+      auto& running = running_compute_[rank];
       running.erase(std::find(running.begin(), running.end(), id));
     }
   } else {
-    comm_activity(op.rank, -1, now);
+    comm_activity(rank, -1, now);
   }
-  result_.ranks[op.rank].spans.push_back(result::span_of(plan_, op, start_s_[id], now));
   ++finished_;
-  for (std::uint32_t k = succ_begin_[id]; k < succ_begin_[id + 1]; ++k) {
-    const plan::OpId next = succ_[k];
-    if (models_.has_jitter() && category_[id] == Category::compute &&
-        category_[next] != Category::compute) {
+  for (const plan::OpId next : index_.successors(id)) {
+    const Category next_category = index_.ops[next].category;
+    if (models_.has_jitter() && compute && next_category != Category::compute) {
       own_ready_s_[next] = now;
-      own_ready_var_[next] = rank_variance(op.rank);
+      own_ready_var_[next] = rank_variance(rank);
     }
-    if (--pending_[next] != 0) continue;
+    if (--state_[next].pending != 0) continue;
     // Compute that waited for this activity now runs on its timeline.
-    if (models_.has_jitter() && category_[id] != Category::compute &&
-        category_[next] == Category::compute && plan_.ops[next].rank == op.rank) {
-      jitter_sum_[op.rank] = jitter_sum2_[op.rank] = 0;
+    if (models_.has_jitter() && !compute && next_category == Category::compute &&
+        index_.ops[next].rank == rank) {
+      jitter_sum_[rank] = jitter_sum2_[rank] = 0;
     }
-    on_ready(next, now, category_[id] != Category::compute);
+    on_ready(next, now, !compute);
   }
 }
 
 void Run::on_ready(plan::OpId id, double now, bool by_comm) {
-  const plan::Op& op = plan_.ops[id];
-  switch (category_[id]) {
-    case Category::compute:
-      start_op(id, now);
-      return;
-    case Category::collective:
-    case Category::p2p: {
-      const int a = activity_of(id);
-      if (models_.has_jitter()) {
-        // Released by an activity (the previous collective on its stream, a transfer) rather
-        // than by its own compute, a member arrives at the later of that activity's end, which
-        // its peers wait for alike (no spread), and its own compute's arrival (with the rank's
-        // spread then). Counting the rank's spread at the activity's end instead made every
-        // collective of a FIFO stream add the expected maximum on top of the one before.
-        Arrival at{now, rank_variance(op.rank)};
-        if (by_comm) {
-          at = Arrival{now, 0.0};
-          if (own_ready_s_[id] >= 0) {
-            arrivals_scratch_.assign({at, {own_ready_s_[id], own_ready_var_[id]}});
-            at = expected_latest(arrivals_scratch_);
-          }
-        }
-        arrive_s_[id] = at.mean_s;
-        arrive_var_[id] = at.variance_s2;
-      }
-      const int members = a < instances_ ? static_cast<int>(plan_.collectives[a].ops.size()) : 2;
-      if (++arrived_[a] == members) all_arrived(a, now);
-      return;
-    }
+  const OpInfo& info = index_.ops[id];
+  if (info.category == Category::compute) {
+    start_op(id, now);
+    return;
   }
+  const int a = info.activity;
+  if (models_.has_jitter()) {
+    // Released by an activity (the previous collective on its stream, a transfer) rather
+    // than by its own compute, a member arrives at the later of that activity's end, which
+    // its peers wait for alike (no spread), and its own compute's arrival (with the rank's
+    // spread then). Counting the rank's spread at the activity's end instead made every
+    // collective of a FIFO stream add the expected maximum on top of the one before.
+    Arrival at{now, rank_variance(info.rank)};
+    if (by_comm) {
+      at = Arrival{now, 0.0};
+      if (own_ready_s_[id] >= 0) {
+        arrivals_scratch_.assign({at, {own_ready_s_[id], own_ready_var_[id]}});
+        at = expected_latest(arrivals_scratch_);
+      }
+    }
+    arrive_s_[id] = at.mean_s;
+    arrive_var_[id] = at.variance_s2;
+  }
+  const auto members = static_cast<int>(index_.members(a).size());
+  if (++arrived_[a] == members) all_arrived(a, now);
 }
 
 void Run::all_arrived(int a, double now) {
@@ -422,14 +316,13 @@ void Run::all_arrived(int a, double now) {
     return;
   }
   arrivals_scratch_.clear();
-  auto add = [&](plan::OpId member) {
+  for (plan::OpId member : index_.members(a)) {
     arrivals_scratch_.push_back({arrive_s_[member], arrive_var_[member]});
-  };
+  }
   if (a < instances_) {
-    const auto& inst = plan_.collectives[a];
-    for (plan::OpId member : inst.ops) add(member);
     // A folded plan builds one replica per stage: the members it leaves out arrive like the
     // latest built one.
+    const auto& inst = plan_.collectives[a];
     const int missing = static_cast<int>(plan_.groups[inst.group].ranks.size() - inst.ops.size());
     if (missing > 0) {
       const auto latest =
@@ -437,9 +330,6 @@ void Run::all_arrived(int a, double now) {
                            [](const Arrival& x, const Arrival& y) { return x.mean_s < y.mean_s; });
       arrivals_scratch_.push_back(expected_latest_of_copies(*latest, missing));
     }
-  } else {
-    add(plan_.transfers[a - instances_].send);
-    add(plan_.transfers[a - instances_].recv);
   }
   const Arrival latest = expected_latest(arrivals_scratch_);
   if (latest.mean_s > now) {
@@ -450,17 +340,22 @@ void Run::all_arrived(int a, double now) {
 }
 
 void Run::launch(int a, double now) {
-  if (a < instances_) {
-    const auto& inst = plan_.collectives[a];
-    for (plan::OpId member : inst.ops) start_op(member, now);
-    phases_[a] = models_.network->collective(inst.kind, group_shape_[inst.group], inst.bytes);
+  for (plan::OpId member : index_.members(a)) start_op(member, now);
+  // Phases live in a slot of a small pool while the activity runs (a few hundred at most
+  // run at once; a slot per activity was megabytes written once each).
+  int slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<int>(phases_.size());
+    phases_.emplace_back();
   } else {
-    const auto& tr = plan_.transfers[a - instances_];
-    start_op(tr.send, now);
-    start_op(tr.recv, now);
-    const int src = plan_.ops[tr.send].rank, dst = plan_.ops[tr.recv].rank;
-    phases_[a] = models_.network->p2p(node_of(src) == node_of(dst), tr.bytes);
+    slot = free_slots_.back();
+    free_slots_.pop_back();
   }
+  slot_of_[a] = slot;
+  const ActivityInfo& act = index_.activity[a];
+  phases_[slot] = act.group >= 0
+                      ? models_.network->collective(act.kind, index_.group_shape[act.group], act.bytes)
+                      : models_.network->p2p(act.same_domain, act.bytes);
   start_activity(a, now);
 }
 
@@ -471,7 +366,7 @@ void Run::start_activity(int a, double now) {
 
 // A phase waits its latency, then its bytes flow; after the last phase the ops end.
 void Run::begin_phase(int a, double now) {
-  const CommPhases& ph = phases_[a];
+  const CommPhases& ph = phases_[slot_of_[a]];
   if (phase_idx_[a] >= ph.count) {
     queue_.push(now, kActivityDone, a);
     return;
@@ -485,70 +380,72 @@ void Run::begin_phase(int a, double now) {
 }
 
 void Run::start_transfer(int a, double now) {
-  const CommPhase& p = phases_[a].phase[phase_idx_[a]];
+  const CommPhase& p = phases_[slot_of_[a]].phase[phase_idx_[a]];
   if (p.transfer_s <= 0) {
     ++phase_idx_[a];
     begin_phase(a, now);
     return;
   }
   links_scratch_.clear();
+  const auto members = index_.members(a);
   if (a < instances_) {
-    for (plan::OpId member : plan_.collectives[a].ops) {
-      const int rank = plan_.ops[member].rank;
+    for (plan::OpId member : members) {
+      const int rank = index_.ops[member].rank;
       links_scratch_.push_back(link_id(rank, p.link, false));
       links_scratch_.push_back(link_id(rank, p.link, true));
     }
   } else {
-    const auto& tr = plan_.transfers[a - instances_];
-    links_scratch_.push_back(link_id(plan_.ops[tr.send].rank, p.link, false));
-    links_scratch_.push_back(link_id(plan_.ops[tr.recv].rank, p.link, true));
+    links_scratch_.push_back(link_id(index_.ops[members[0]].rank, p.link, false));
+    links_scratch_.push_back(link_id(index_.ops[members[1]].rank, p.link, true));
   }
-  const spec::CommOp kind =
-      a < instances_ ? comm_op(plan_.collectives[a].kind) : spec::CommOp::sendrecv;
-  flows_.start(now, links_scratch_, p.transfer_s, a,
-               models_.compute_comm_slowdown[static_cast<int>(kind)]);
+  const int kind = index_.ops[members[0]].comm_op;
+  flows_.start(now, links_scratch_, p.transfer_s, a, models_.compute_comm_slowdown[kind]);
 }
 
 void Run::finish_activity(int a, double now) {
-  if (a < instances_) {
-    for (plan::OpId member : plan_.collectives[a].ops) end_op(member, now);
-  } else {
-    const auto& tr = plan_.transfers[a - instances_];
-    end_op(tr.send, now);
-    end_op(tr.recv, now);
+  free_slots_.push_back(slot_of_[a]);
+  for (plan::OpId member : index_.members(a)) end_op(member, now);
+}
+
+// Spans are written once the run is over, in one pass over the ops (reading each op's
+// payload once, in order); each rank's are then sorted by start as they always were.
+void Run::write_spans() {
+  for (const plan::Op& op : plan_.ops) {
+    const OpState& st = state_[op.id];
+    result_.ranks[op.rank].spans.push_back(result::span_of(plan_, op, st.start_s, st.end_s));
   }
 }
 
 void Run::stalled() const {
   for (std::size_t i = 0; i < plan_.ops.size(); ++i) {
-    if (pending_[i] == 0) continue;
+    if (state_[i].pending == 0) continue;
     const plan::Op& op = plan_.ops[i];
     throw RuntimeError("simulation stalled: " + std::to_string(plan_.ops.size() - finished_) +
                        " ops never ran, e.g. op " + std::to_string(i) + " (rank " +
                        std::to_string(op.rank) + ", " + plan::to_string(op.stream) + " stream, " +
                        result::to_string(result::span_kind_of(op)) + ") waiting on " +
-                       std::to_string(pending_[i]) + " unfinished deps or peers");
+                       std::to_string(state_[i].pending) + " unfinished deps or peers");
   }
   throw RuntimeError("simulation stalled: " + std::to_string(plan_.ops.size() - finished_) +
                      " ops started but never finished (a collective missing members?)");
 }
 
 result::RunResult Run::execute() {
-  build_indices();
+  init_state();
   init_result();
   const int world = static_cast<int>(plan_.ranks.size());
   queue_.reserve(plan_.ops.size() / 4 + 64);
   flows_.reset(world * kLinksPerRank, &queue_, kFlowDone);
 
   for (std::size_t i = 0; i < plan_.ops.size(); ++i) {
-    if (pending_[i] == 0) on_ready(static_cast<plan::OpId>(i), 0.0);
+    if (state_[i].pending == 0) on_ready(static_cast<plan::OpId>(i), 0.0);
   }
   while (!queue_.empty()) {
     const Event e = queue_.pop();
     const double now = e.time_s;
     switch (e.kind) {
       case kComputeDone:
-        if (e.version != version_[e.index]) continue;
+        if (e.version != state_[e.index].version) continue;
         end_op(e.index, now);
         break;
       case kFlowDone: {
@@ -572,6 +469,7 @@ result::RunResult Run::execute() {
     ++events_;
   }
   if (finished_ != plan_.ops.size()) stalled();
+  write_spans();
 
   for (int r = 0; r < world; ++r) {
     result::RankResult& rr = result_.ranks[r];

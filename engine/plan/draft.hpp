@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "engine/plan/build_context.hpp"
+#include "engine/plan/inline_vector.hpp"
 
 namespace stratagem::plan {
 
@@ -26,11 +27,13 @@ inline constexpr int kAnchorCount = 3;
 /// An op before lowering. Collectives carry their group, kind, bytes and units (the instance
 /// is assigned at lowering, in op order); p2p ops their peer, direction, chunk and micro-batch
 /// (the transfer likewise).
+using DraftDeps = InlineVector<DraftRef, 3>;
+using DraftEffects = InlineVector<MemEffect, 2>;
 struct DraftOp {
   Stream stream = Stream::compute;
   Payload payload;
-  std::vector<DraftRef> deps;
-  std::vector<MemEffect> effects;
+  DraftDeps deps;
+  DraftEffects effects;
 };
 
 /// One compute step of the schedule: a phase of units [unit_begin, unit_end) of one
@@ -61,8 +64,8 @@ struct RankDraft {
   /// last compute; the precision pass may put its overflow check in between.
   std::vector<DraftRef> before_step;
 
-  DraftRef add(Stream stream, Payload payload, std::vector<DraftRef> deps = {},
-               std::vector<MemEffect> effects = {});
+  DraftRef add(Stream stream, const Payload& payload, DraftDeps deps = {},
+               DraftEffects effects = {});
   /// The last op of the last step (the rank's last compute before the epilogue).
   DraftRef last_compute() const { return steps.empty() ? kNoDraft : steps.back().last(); }
   DraftOp& op(DraftRef r) { return ops[static_cast<std::size_t>(r)]; }
@@ -91,6 +94,7 @@ class Lowering {
   void check_pairs() const;
 
  private:
+  void reserve(const RankDraft& draft);
   OpId emit(int rank, const DraftOp& op, const std::vector<OpId>& ids);
 
   struct TransferKeyHash {

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/plan/inline_vector.hpp"
 #include "engine/spec/scenario.hpp"
 
 namespace stratagem::plan {
@@ -157,7 +158,9 @@ struct CollectiveInstance {
   int group = 0;
   CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes = 0;
-  std::vector<OpId> ops;  ///< one per built member rank, in group order
+  /// One per built member rank, in group order (folded: mostly one; inline, so the plan's
+  /// hundred thousand instances are no allocations of their own).
+  InlineVector<OpId, 2> ops;
 };
 
 struct Transfer {

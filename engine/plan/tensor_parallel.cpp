@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 
 #include "engine/plan/context_parallel.hpp"
 #include "engine/plan/schedule_pass.hpp"
@@ -25,6 +24,13 @@ TpChains::TpChains(const spec::Scenario& s) {
   act_bytes_ = tokens * static_cast<double>(s.model.hidden) * elem;
   logit_bytes_ = tokens * 4.0;  // one fp32 value per token
   kv_bytes_ = context_kv_bytes(s);
+  // The chains depend on the kind of unit (embedding 0, the head, any block: here unit 1 and
+  // head false) and the direction only.
+  for (int kind = 0; kind < 3; ++kind) {
+    for (const bool forward : {false, true}) {
+      chains_[kind * 2 + (forward ? 1 : 0)] = make_chain(kind == 0 ? 0 : 1, kind == 1, forward);
+    }
+  }
 }
 
 std::vector<TpPiece> TpChains::attention_half(bool forward) const {
@@ -42,7 +48,11 @@ std::vector<TpPiece> TpChains::attention_half(bool forward) const {
   return out;
 }
 
-std::vector<TpPiece> TpChains::chain(int u, bool head, bool forward) const {
+const std::vector<TpPiece>& TpChains::chain(int u, bool head, bool forward) const {
+  return chains_[(u == 0 ? 0 : head ? 1 : 2) * 2 + (forward ? 1 : 0)];
+}
+
+std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const {
   using K = CollectiveKind;
   auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes, 1.0}; };
   auto coll = [](K k, double bytes, spec::DType dtype) {
@@ -115,10 +125,19 @@ class TensorParallel {
 
   void run() {
     // A step waited for the previous step's only op; once split, it waits for its last.
-    std::map<DraftRef, DraftRef> end_of;
+    std::vector<DraftRef> end_of(d_.ops.size(), kNoDraft);  // by the step's first op
+    std::size_t pieces = d_.ops.size();
+    for (const Step& s : d_.steps) {
+      for (int u = s.unit_begin; u < s.unit_end; ++u) {
+        pieces += chains_.chain(u, u == last_unit(), s.phase != Phase::backward).size();
+      }
+    }
+    d_.ops.reserve(pieces);
     for (Step& s : d_.steps) {
       for (DraftRef& dep : d_.op(s.first()).deps) {
-        if (auto it = end_of.find(dep); it != end_of.end()) dep = it->second;
+        if (dep >= 0 && dep < static_cast<DraftRef>(end_of.size()) && end_of[dep] != kNoDraft) {
+          dep = end_of[dep];
+        }
       }
       if (s.phase == Phase::recompute &&
           spec::effective_recompute(ctx_.strategy()) != spec::Recompute::full) {
@@ -138,7 +157,7 @@ class TensorParallel {
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
-      const auto parts = chains_.chain(u, u == last_unit(), forward);
+      const auto& parts = chains_.chain(u, u == last_unit(), forward);
       const int segments = static_cast<int>(std::count_if(
           parts.begin(), parts.end(), [](const TpPiece& p) { return !p.collective; }));
       for (const TpPiece& p : parts) {
@@ -164,7 +183,7 @@ class TensorParallel {
     // follow it, each waiting for the one before, except that context collectives (the `cp`
     // stream) and the compute piece after them both wait for the piece before them, and the
     // next piece waits for all of them. End effects move to the last.
-    std::vector<MemEffect> effects = std::move(d_.op(head).effects);
+    const DraftEffects effects = d_.op(head).effects;
     d_.op(head).stream = chain.front().first;
     d_.op(head).payload = chain.front().second;
     d_.op(head).effects.clear();
@@ -179,9 +198,9 @@ class TensorParallel {
         alongside.push_back(body.back());
         continue;
       }
-      std::vector<DraftRef> deps = {critical};
+      DraftDeps deps = {critical};
       if (join_next) {
-        deps.insert(deps.end(), alongside.begin(), alongside.end());
+        deps.append(alongside.begin(), alongside.end());
         alongside.clear();
       }
       body.push_back(d_.add(stream, payload, std::move(deps)));

@@ -28,6 +28,8 @@
 // Megatron also overlaps the backward collectives with the weight-gradient GEMMs
 // (async all-reduce, overlapped all-gather of saved inputs under SP); this plan does not
 // (conservative, stated in the docs).
+#include <array>
+
 #include "engine/plan/draft.hpp"
 #include "engine/spec/tensor_shapes.hpp"
 
@@ -54,9 +56,11 @@ struct TpPiece {
 class TpChains {
  public:
   explicit TpChains(const spec::Scenario& scenario);
-  std::vector<TpPiece> chain(int unit, bool head, bool forward) const;
+  const std::vector<TpPiece>& chain(int unit, bool head, bool forward) const;
 
  private:
+  std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
+  std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
   std::vector<TpPiece> attention_half(bool forward) const;
   bool tp_ = false, sp_ = false;
   int cp_ = 1;

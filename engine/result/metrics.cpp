@@ -6,7 +6,12 @@
 namespace stratagem::result {
 
 double union_length(std::vector<std::pair<double, double>> intervals) {
-  std::sort(intervals.begin(), intervals.end());
+  // Ordered by begin is enough (the union does not depend on the order of equal begins);
+  // a simulation's spans already are.
+  const auto by_begin = [](const auto& a, const auto& b) { return a.first < b.first; };
+  if (!std::is_sorted(intervals.begin(), intervals.end(), by_begin)) {
+    std::sort(intervals.begin(), intervals.end());
+  }
   double total = 0, cur_begin = 0, cur_end = 0;
   bool open = false;
   for (const auto& [b, e] : intervals) {
@@ -65,14 +70,24 @@ double exposed_comm(const std::vector<Span>& spans) {
     double t;
     int comm, compute;
   };
-  std::vector<Edge> edges;
-  edges.reserve(spans.size() * 2);
+  // The sum does not depend on the order of edges at one time (only the first at a time adds
+  // to it, with the state before that time), so starts and ends are sorted apart and merged:
+  // a result's spans come ordered by start already.
+  std::vector<Edge> starts, ends, edges;
+  starts.reserve(spans.size());
+  ends.reserve(spans.size());
   for (const Span& s : spans) {
     const bool compute = is_compute(s.kind);
-    edges.push_back({s.start_s, compute ? 0 : 1, compute ? 1 : 0});
-    edges.push_back({s.end_s, compute ? 0 : -1, compute ? -1 : 0});
+    starts.push_back({s.start_s, compute ? 0 : 1, compute ? 1 : 0});
+    ends.push_back({s.end_s, compute ? 0 : -1, compute ? -1 : 0});
   }
-  std::sort(edges.begin(), edges.end(), [](const Edge& a, const Edge& b) { return a.t < b.t; });
+  const auto by_time = [](const Edge& a, const Edge& b) { return a.t < b.t; };
+  if (!std::is_sorted(starts.begin(), starts.end(), by_time)) {
+    std::sort(starts.begin(), starts.end(), by_time);
+  }
+  std::sort(ends.begin(), ends.end(), by_time);
+  edges.resize(starts.size() + ends.size());
+  std::merge(starts.begin(), starts.end(), ends.begin(), ends.end(), edges.begin(), by_time);
   double exposed = 0, prev = 0;
   int comm = 0, compute = 0;
   for (const Edge& e : edges) {

@@ -74,16 +74,22 @@ std::optional<double> GpuSpec::attention_kernel_efficiency(const std::string& ke
                                                             double seq) const {
   const auto it = attention_kernels.find(kernel);
   if (it == attention_kernels.end()) return std::nullopt;
+  return attention_curves_efficiency(it->second, head_dim, causal, seq);
+}
+
+std::optional<double> attention_curves_efficiency(const std::vector<AttentionCurve>& curves,
+                                                  double head_dim, bool causal, double seq) {
+  if (curves.empty()) return std::nullopt;
   const AttentionCurve* below = nullptr;
   const AttentionCurve* above = nullptr;
-  for (const auto& c : it->second) {
+  for (const auto& c : curves) {
     if (c.causal != causal) continue;
     if (c.head_dim <= head_dim && (!below || c.head_dim > below->head_dim)) below = &c;
     if (c.head_dim >= head_dim && (!above || c.head_dim < above->head_dim)) above = &c;
   }
   if (!below && !above) {
     // Only the other causality measured: use it rather than nothing.
-    for (const auto& c : it->second) {
+    for (const auto& c : curves) {
       if (c.head_dim <= head_dim && (!below || c.head_dim > below->head_dim)) below = &c;
       if (c.head_dim >= head_dim && (!above || c.head_dim < above->head_dim)) above = &c;
     }

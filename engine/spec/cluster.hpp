@@ -114,6 +114,11 @@ struct GpuSpec {
   double attention_efficiency(bool backward) const;
 };
 
+/// One kernel's curves (GpuSpec::attention_kernels' value) at this shape, as
+/// GpuSpec::attention_kernel_efficiency; nullopt without curves.
+std::optional<double> attention_curves_efficiency(const std::vector<AttentionCurve>& curves,
+                                                  double head_dim, bool causal, double seq);
+
 struct LinkSpec {
   units::BytesPerS bandwidth = 0;  ///< per GPU, per direction
   units::Seconds latency = 0;

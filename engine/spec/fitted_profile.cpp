@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "engine/spec/error.hpp"
+#include "engine/spec/document_format.hpp"
 #include "engine/spec/json_reader.hpp"
 #include "engine/spec/profile.hpp"
 
@@ -88,17 +89,7 @@ bool is_fitted_profile(const nlohmann::json& doc) {
 FittedProfile parse_fitted_profile(const nlohmann::json& doc, const std::string& source) {
   try {
     ObjectReader r(doc, "");
-    const std::string format = r.string("format");
-    if (format != kFittedProfileFormat) {
-      throw SpecError("format", "expected \"" + std::string(kFittedProfileFormat) + "\", got \"" +
-                                    format + "\"");
-    }
-    const auto version = r.integer("version", 1, 1 << 20);
-    if (version > kFittedProfileVersion) {
-      throw SpecError("version", "fitted profile version " + std::to_string(version) +
-                                     " is newer than this stratagem reads (" +
-                                     std::to_string(kFittedProfileVersion) + ")");
-    }
+    check_document_format(r, kFittedProfileFormat, kFittedProfileVersion, "fitted profile");
     FittedProfile p;
     p.source = source;
     p.name = r.string_or("name", "fitted");

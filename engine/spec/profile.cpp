@@ -4,6 +4,7 @@
 #include <fstream>
 
 #include "engine/spec/error.hpp"
+#include "engine/spec/document_format.hpp"
 #include "engine/spec/json_reader.hpp"
 #include "engine/spec/scenario.hpp"
 
@@ -187,17 +188,7 @@ EfficiencyCurve matmul_curve(const MatmulProfile& m) {
 HardwareProfile parse_profile(const nlohmann::json& doc, const std::string& source) {
   try {
     ObjectReader r(doc, "");
-    const std::string format = r.string("format");
-    if (format != kProfileFormat) {
-      throw SpecError("format", "expected \"" + std::string(kProfileFormat) + "\", got \"" +
-                                    format + "\" (not a hardware profile)");
-    }
-    const auto version = r.integer("version", 1, 1 << 20);
-    if (version > kProfileVersion) {
-      throw SpecError("version", "profile version " + std::to_string(version) +
-                                     " is newer than this stratagem reads (" +
-                                     std::to_string(kProfileVersion) + "); update stratagem");
-    }
+    check_document_format(r, kProfileFormat, kProfileVersion, "hardware profile");
     HardwareProfile p;
     p.source = source;
     p.name = r.string_or("name", "profile");

@@ -101,7 +101,8 @@ class PlanMaker {
           add(members[i], stream, c, i < deps.size() ? deps[i] : std::vector<plan::OpId>{}));
     }
     plan_.collectives.push_back(std::move(inst));
-    return plan_.collectives.back().ops;
+    const auto& ops = plan_.collectives.back().ops;
+    return std::vector<plan::OpId>(ops.begin(), ops.end());
   }
 
   /// A send on `src` and its recv on `dst`; returns {send, recv}.
