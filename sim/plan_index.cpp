@@ -111,8 +111,9 @@ PlanIndex::PlanIndex(const plan::StepPlan& plan, const CostModels& models) {
     const plan::CollectiveInstance& inst = plan.collectives[c];
     activity.push_back({inst.bytes, inst.group, inst.kind, false});
     for (plan::OpId id : plan.collectives[c].ops) {
-      const auto* col = std::get_if<plan::Collective>(&all.at(id).payload);
-      if (!col || col->instance != c) {
+      // Checked on the compact per-op records (the plan's ops are 160 bytes apart).
+      if (id < 0 || static_cast<std::size_t>(id) >= n || ops[id].category != Category::collective ||
+          ops[id].activity != c) {
         throw RuntimeError("plan: collective instance " + std::to_string(c) + " lists op " +
                            std::to_string(id) + " which is not one of its collectives");
       }

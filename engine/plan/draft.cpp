@@ -9,7 +9,7 @@ namespace stratagem::plan {
 
 DraftRef RankDraft::add(Stream stream, const Payload& payload, DraftDeps deps,
                         DraftEffects effects) {
-  ops.push_back({stream, payload, std::move(deps), std::move(effects)});
+  ops.emplace_back(stream, payload, std::move(deps), std::move(effects));  // in place
   return static_cast<DraftRef>(ops.size()) - 1;
 }
 
@@ -100,11 +100,9 @@ void Lowering::reserve(const RankDraft& d) {
 
 OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids) {
   StepPlan& plan = ctx_.plan;
-  Op op;
-  op.id = static_cast<OpId>(plan.ops.size());
-  op.rank = rank;
-  op.stream = draft.stream;
-  op.payload = draft.payload;
+  // Built in place, its payload copy-constructed (a default Op zeroes 160 bytes first).
+  Op& op = plan.ops.emplace_back(Op{static_cast<OpId>(plan.ops.size()), rank, draft.stream,
+                                    draft.payload});
   op.dep_begin = static_cast<std::uint32_t>(plan.deps.size());
   for (DraftRef d : draft.deps) {
     if (d == kNoDraft) continue;
@@ -160,8 +158,7 @@ OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids
     (p->send ? plan.transfers[it->second].send : plan.transfers[it->second].recv) = op.id;
   }
   plan.ranks[rank].streams[static_cast<int>(op.stream)].push_back(op.id);
-  plan.ops.push_back(std::move(op));
-  return plan.ops.back().id;
+  return op.id;
 }
 
 void Lowering::check_pairs() const {

@@ -153,7 +153,8 @@ class TensorParallel {
   void split(Step& s) {
     const DraftRef head = s.first();
     const bool forward = s.phase != Phase::backward;
-    std::vector<std::pair<Stream, Payload>> chain;
+    auto& chain = chain_;  // reused from step to step (its storage kept)
+    chain.clear();
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
@@ -187,9 +188,12 @@ class TensorParallel {
     d_.op(head).stream = chain.front().first;
     d_.op(head).payload = chain.front().second;
     d_.op(head).effects.clear();
-    std::vector<DraftRef> body = {head};
-    DraftRef critical = head;         // what the next piece waits for
-    std::vector<DraftRef> alongside;  // context collectives in flight
+    std::vector<DraftRef> body;
+    body.reserve(chain.size());
+    body.push_back(head);
+    DraftRef critical = head;  // what the next piece waits for
+    auto& alongside = alongside_;  // context collectives in flight
+    alongside.clear();
     bool join_next = false;           // the piece after the overlapped compute joins them
     for (std::size_t k = 1; k < chain.size(); ++k) {
       const auto& [stream, payload] = chain[k];
@@ -220,6 +224,8 @@ class TensorParallel {
   BuildContext& ctx_;
   RankDraft& d_;
   TpChains chains_;
+  std::vector<std::pair<Stream, Payload>> chain_;  ///< the step being split, as pieces
+  std::vector<DraftRef> alongside_;
 };
 
 }  // namespace
