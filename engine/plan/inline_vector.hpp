@@ -18,6 +18,22 @@ class InlineVector {
   InlineVector() = default;
   InlineVector(std::initializer_list<T> items) { append(items.begin(), items.end()); }
   InlineVector(const std::vector<T>& items) { append(items.begin(), items.end()); }  // NOLINT
+  InlineVector(const InlineVector&) = default;
+  InlineVector& operator=(const InlineVector&) = default;
+  /// A moved-from vector is empty (not a size that points into a moved heap).
+  InlineVector(InlineVector&& o) noexcept
+      : inline_(o.inline_), size_(o.size_), heap_(std::move(o.heap_)) {
+    o.clear();
+  }
+  InlineVector& operator=(InlineVector&& o) noexcept {
+    if (this != &o) {
+      inline_ = o.inline_;
+      size_ = o.size_;
+      heap_ = std::move(o.heap_);
+      o.clear();
+    }
+    return *this;
+  }
 
   T* begin() { return spilled() ? heap_.data() : inline_.data(); }
   T* end() { return begin() + size_; }

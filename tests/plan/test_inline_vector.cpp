@@ -43,5 +43,19 @@ TEST(InlineVector, ClearAppendAndConstruction) {
   EXPECT_EQ(contents(copy), (std::vector<int>{4, 5, 6, 7}));
 }
 
+TEST(InlineVector, AMovedFromVectorIsEmpty) {
+  InlineVector<int, 2> spilled = {1, 2, 3};
+  InlineVector<int, 2> to(std::move(spilled));
+  EXPECT_EQ(contents(to), (std::vector<int>{1, 2, 3}));
+  EXPECT_TRUE(spilled.empty());  // NOLINT(bugprone-use-after-move): the state is specified
+  EXPECT_EQ(spilled.begin(), spilled.end());
+  InlineVector<int, 2> small = {4};
+  to = std::move(small);
+  EXPECT_EQ(contents(to), (std::vector<int>{4}));
+  EXPECT_TRUE(small.empty());  // NOLINT(bugprone-use-after-move)
+  spilled.push_back(5);  // usable again
+  EXPECT_EQ(contents(spilled), (std::vector<int>{5}));
+}
+
 }  // namespace
 }  // namespace stratagem::plan
