@@ -25,6 +25,9 @@ HostSpec default_host(int gpus_per_node) {
 
 RooflineModel::RooflineModel(spec::GpuSpec gpu, HostSpec host)
     : gpu_(std::move(gpu)), host_(host) {
+  static_assert(static_cast<std::size_t>(spec::AttentionKernel::triton) + 1 ==
+                    std::tuple_size_v<decltype(attention_curves_)>,
+                "one curve list per spec::AttentionKernel");
   for (auto k : {spec::AttentionKernel::fa2, spec::AttentionKernel::fa1,
                  spec::AttentionKernel::triton}) {
     const auto it = gpu_.attention_kernels.find(spec::to_string(k));

@@ -8,6 +8,10 @@
 
 namespace stratagem::sim {
 
+namespace {
+
+// The NVLink domain of a rank: its node, or with domains of several nodes (GB200 NVL72) the
+// domain's index; `intra_node` links join its members.
 int domain_of(const plan::StepPlan& plan, int rank) {
   const auto& coords = plan.layout.coords;
   const int node = rank < static_cast<int>(coords.size())
@@ -16,7 +20,10 @@ int domain_of(const plan::StepPlan& plan, int rank) {
   return plan.scenario.cluster.domain_of_node(node);
 }
 
-namespace {
+[[noreturn]] void lacks_end(int transfer, const std::string& of, bool send) {
+  throw RuntimeError("plan: transfer " + std::to_string(transfer) + of + " lacks its " +
+                     (send ? "send" : "recv"));
+}
 
 // The stream edges of the built ranks: each op waits for the previous op on its stream. With
 // serial collectives (a backend that runs a rank's collectives one at a time in issue order,
@@ -68,15 +75,17 @@ PlanIndex::PlanIndex(const plan::StepPlan& plan, const CostModels& models) {
       info.duration_s = models.compute->duration(*c);
       info.on_host = c->on_host;
     } else if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
+      if (c->instance < 0 || c->instance >= instances) {
+        throw RuntimeError("plan: collective op " + std::to_string(i) + " names instance " +
+                           std::to_string(c->instance) + " of " + std::to_string(instances));
+      }
       info.activity = c->instance;
       info.comm_op = static_cast<std::uint8_t>(comm_op(c->kind));
     } else {
       const auto& p = std::get<plan::P2P>(op.payload);
       const auto& t = plan.transfers.at(p.transfer);
       if (t.send == plan::kNoOp || t.recv == plan::kNoOp) {
-        throw RuntimeError("plan: transfer " + std::to_string(p.transfer) + " of op " +
-                           std::to_string(i) + " lacks its " +
-                           (t.send == plan::kNoOp ? "send" : "recv"));
+        lacks_end(p.transfer, " of op " + std::to_string(i), t.send == plan::kNoOp);
       }
       info.activity = instances + p.transfer;
       info.comm_op = static_cast<std::uint8_t>(spec::CommOp::sendrecv);
@@ -85,6 +94,7 @@ PlanIndex::PlanIndex(const plan::StepPlan& plan, const CostModels& models) {
     for (plan::OpId d : plan.deps_of(op)) ++succ_count[d];
   }
 
+  std::vector<int> built;  // ranks with ops of their own (folded replicas have none)
   const int world = static_cast<int>(plan.ranks.size());
   for (int r = 0; r < world; ++r) {
     if (plan.ranks[r].built) built.push_back(r);
@@ -121,7 +131,12 @@ PlanIndex::PlanIndex(const plan::StepPlan& plan, const CostModels& models) {
     }
     member_begin.push_back(static_cast<std::uint32_t>(members_.size()));
   }
-  for (const plan::Transfer& t : plan.transfers) {
+  for (std::size_t k = 0; k < plan.transfers.size(); ++k) {
+    const plan::Transfer& t = plan.transfers[k];
+    for (const bool send : {true, false}) {
+      const plan::OpId end = send ? t.send : t.recv;
+      if (end < 0 || static_cast<std::size_t>(end) >= n) lacks_end(static_cast<int>(k), "", send);
+    }
     ActivityInfo a;
     a.bytes = t.bytes;
     a.same_domain = domain_of(plan, all[t.send].rank) == domain_of(plan, all[t.recv].rank);

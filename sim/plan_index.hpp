@@ -56,16 +56,11 @@ class PlanIndex {
   std::vector<std::uint32_t> member_begin;
   std::vector<ActivityInfo> activity;
   std::vector<GroupShape> group_shape;  ///< per plan group, over the NVLink domains
-  std::vector<int> built;               ///< ranks with ops of their own, ascending
 
  private:
   std::vector<std::uint32_t> succ_begin_;
   std::vector<plan::OpId> succ_;
   std::vector<plan::OpId> members_;
 };
-
-/// The NVLink domain of a rank: its node, or with domains of several nodes (GB200 NVL72) the
-/// domain's index; `intra_node` links join its members.
-int domain_of(const plan::StepPlan& plan, int rank);
 
 }  // namespace stratagem::sim

@@ -1,7 +1,6 @@
 #include "sim/simulator.hpp"
 
 #include <algorithm>
-#include <iterator>
 
 #include "engine/result/metrics.hpp"
 #include "engine/spec/error.hpp"

@@ -79,17 +79,17 @@ void Lowering::lower_rank(const RankDraft& d) {
 void Lowering::reserve(const RankDraft& d) {
   StepPlan& plan = ctx_.plan;
   std::array<std::size_t, kStreamCount> per_stream{};
-  std::size_t deps = 0, effects = 0;
-  for (const DraftOp& op : d.ops) {
-    ++per_stream[static_cast<int>(op.stream)];
-    deps += op.deps.size();
-    effects += op.effects.size();
-  }
+  for (const DraftOp& op : d.ops) ++per_stream[static_cast<int>(op.stream)];
   auto& streams = plan.ranks[d.rank].streams;
   for (int s = 0; s < kStreamCount; ++s) {
     if (per_stream[s] > 0) streams[s].reserve(streams[s].size() + per_stream[s]);
   }
   if (!plan.ops.empty()) return;
+  std::size_t deps = 0, effects = 0;
+  for (const DraftOp& op : d.ops) {
+    deps += op.deps.size();
+    effects += op.effects.size();
+  }
   std::size_t built = 0;
   for (const RankInfo& r : plan.ranks) built += r.built ? 1 : 0;
   const auto scaled = [built](std::size_t n) { return n * built + n * built / 16 + 64; };

@@ -93,6 +93,18 @@ TEST(PlanIndex, ATransferWithoutItsReceiveIsRefused) {
   EXPECT_NE(error_of(p).find("lacks its recv"), std::string::npos) << error_of(p);
 }
 
+TEST(PlanIndex, ACollectiveNamingNoInstanceAndATransferWithoutOpsAreRefused) {
+  PlanMaker pm(2);
+  const int g = pm.group({0, 1});
+  const auto ar = pm.collective(g, plan::CollectiveKind::all_reduce, 1e6, {0, 1});
+  plan::StepPlan& p = pm.finish();
+  std::get<plan::Collective>(p.ops[ar[1]].payload).instance = 5;
+  EXPECT_NE(error_of(p).find("names instance 5 of 1"), std::string::npos) << error_of(p);
+  std::get<plan::Collective>(p.ops[ar[1]].payload).instance = 0;
+  p.transfers.push_back({plan::kNoOp, plan::kNoOp, 0, 1, 1e3});  // no op refers to it
+  EXPECT_NE(error_of(p).find("transfer 0 lacks its send"), std::string::npos) << error_of(p);
+}
+
 TEST(PlanIndex, OpIdsMustEqualTheirIndex) {
   PlanMaker pm(1);
   pm.compute(0, 1.0);
