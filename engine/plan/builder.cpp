@@ -44,8 +44,8 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
   split_tensor_parallel(ctx, d);
   add_pipeline_transfers(ctx, d);
   add_parameter_gathers(ctx, d);
-  add_sequence_parallel_norm_sync(ctx, d);
   add_gradient_sync(ctx, d, buckets);
+  add_sequence_parallel_norm_sync(ctx, d);
   add_loss_scale_check(ctx, d);
   add_optimizer_step(ctx, d, buckets);
   lowering.lower_rank(d);

@@ -14,6 +14,7 @@ TpChains::TpChains(const spec::Scenario& s) {
   const auto& st = s.strategy;
   tp_ = st.tp > 1;
   sp_ = st.sequence_parallel;
+  learned_positions_ = s.model.positions == spec::PositionKind::learned;
   cp_ = st.cp;
   split_ = spec::block_split(s.model, s.training.seq_len, st.tp, sp_,
                              st.attention == spec::Attention::flash);
@@ -79,7 +80,12 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     return out;
   }
   if (u == 0) {  // vocab-parallel embedding
-    if (forward) return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
+    // Megatron-core's LanguageModelEmbedding reduce-scatters the lookup under SP only
+    // without learned positions; with them it all-reduces, adds the position table and keeps
+    // the rank's part of the sequence (a split, no communication). Backward: an all-gather.
+    if (forward) {
+      return {compute(1, 1), act(sp_ && !learned_positions_ ? K::reduce_scatter : K::all_reduce)};
+    }
     if (sp_) return {act(K::all_gather), compute(1, 1)};
     return {compute(1, 1)};
   }
@@ -250,11 +256,15 @@ void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& d) {
     }
   }
   if (params <= 0) return;
+  // After the data-parallel gradient sync, as Megatron's finalize_model_grads does (the
+  // executor's buffers are then final; the sums commute).
+  DraftDeps deps;
+  deps.append(d.before_step.begin(), d.before_step.end());
   const DraftRef op =
       d.add(Stream::tp,
             draft_collective(ctx, CollectiveKind::all_reduce, CommPurpose::grad_sync,
                              ctx.tp_group[d.rank], ctx.compute_bytes() * params, -1, 0, 0),
-            {d.last_compute()});
+            std::move(deps));
   d.epilogue.push_back(op);
   d.before_step.push_back(op);
 }

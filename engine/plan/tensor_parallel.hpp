@@ -18,10 +18,12 @@
 // parallelism each becomes an all-gather before the column-parallel part and a reduce-scatter
 // after the row-parallel part (forward: all-gather, [attention], reduce-scatter, all-gather,
 // [MLP], reduce-scatter; backward the reverse pairs), the embedding's all-reduce a
-// reduce-scatter (backward: an all-gather) and the head gathers its input (backward:
-// reduce-scatter); norms, dropout and residuals then run on s/tp tokens. The norms' weight
-// gradients, computed from a part of the sequence on each rank, are all-reduced over the TP
-// group before the optimizer step (Megatron's finalize_model_grads).
+// reduce-scatter without learned positions (with them it stays an all-reduce followed by a
+// split, as Megatron-core does; backward: an all-gather either way) and the head gathers its
+// input (backward: reduce-scatter); norms, dropout and residuals then run on s/tp tokens.
+// The gradients of the norms and row-parallel biases, computed from a part of the sequence
+// on each rank, are all-reduced over the TP group after the data-parallel gradient sync and
+// before the optimizer step (Megatron's finalize_model_grads).
 // Full recomputation reruns the forward chain; selective recomputation (the attention core
 // only) needs no communication. Memory effects of a step stay at its first (start) and last
 // (end) op, deps on it at its first, so later passes see a step as before.
@@ -62,7 +64,7 @@ class TpChains {
   std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
   std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
   std::vector<TpPiece> attention_half(bool forward) const;
-  bool tp_ = false, sp_ = false;
+  bool tp_ = false, sp_ = false, learned_positions_ = false;
   int cp_ = 1;
   spec::BlockSplit split_;
   double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;

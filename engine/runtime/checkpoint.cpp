@@ -98,6 +98,7 @@ void save_checkpoint(const std::string& dir, std::int64_t step, Executor& ex, Co
                                    {"step", step},
                                    {"world", world},
                                    {"scenario", scenario.name},
+                                   {"tp", ex.plan().layout.tp},
                                    {"fingerprint", scenario_fingerprint(scenario)}};
   ckpt::write_manifest(comm, sdir, "rank-%d.ckpt", bytes.size(), sum,
                        ex.plan().layout.coords[rank].local_rank == 0, manifest,
@@ -118,6 +119,14 @@ std::int64_t load_from(const std::string& sdir, const nlohmann::json& manifest,
     throw SpecError("--resume", sdir + " was written by " +
                                     std::to_string(manifest.at("world").get<int>()) +
                                     " ranks, this job has " + std::to_string(world));
+  }
+  const int tp = ex.plan().layout.tp;
+  if (manifest.contains("tp") && manifest.at("tp").get<int>() != tp) {
+    throw SpecError("--resume", sdir + " was written with tp = " +
+                                    std::to_string(manifest.at("tp").get<int>()) +
+                                    " (each rank's file holds its tensor-parallel slices); this "
+                                    "job has tp = " + std::to_string(tp) +
+                                    ": resume with the same tp");
   }
   if (manifest.at("fingerprint").get<std::string>() != scenario_fingerprint(scenario)) {
     throw SpecError("--resume", sdir +

@@ -62,7 +62,7 @@ Executor::Run::Run(Executor& e, std::int64_t step_index)
     }
     if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
       if (c->kind == plan::CollectiveKind::all_reduce &&
-          c->purpose == plan::CommPurpose::grad_sync) {
+          c->purpose == plan::CommPurpose::grad_sync && !is_sequence_parallel_sync(*c)) {
         for (OpId d : plan.deps_of(op)) {
           const auto* dc = std::get_if<plan::Collective>(&plan.ops[d].payload);
           if (dc && dc->kind == plan::CollectiveKind::reduce_scatter) has_followup.insert(d);
@@ -162,6 +162,8 @@ int Executor::Run::segment_of(const plan::Collective& c) const {
 void Executor::Run::start_collective(OpId id) {
   const plan::Op& op = plan.ops[id];
   const auto& c = std::get<plan::Collective>(op.payload);
+  if (c.purpose == plan::CommPurpose::tensor_parallel) return start_tp_collective(id);
+  if (is_sequence_parallel_sync(c)) return start_sequence_parallel_sync(id);
   const GroupSpec group{plan.groups[c.group].ranks};
   auto& r = ops[id];
   begin(id);
@@ -254,7 +256,7 @@ void Executor::Run::post_p2p(OpId id) {
   } else {
     const auto& sc = plan.scenario;
     at::Tensor buf =
-        at::empty({sc.strategy.micro_batch_size, sc.training.seq_len, sc.model.hidden},
+        at::empty({sc.strategy.micro_batch_size, units.boundary_tokens(), sc.model.hidden},
                   at::TensorOptions().dtype(units.numerics().boundary_dtype).device(ex.device_));
     r.keep = {buf};
     r.work = ex.comm_.recv(buf, p.peer, tag);
@@ -268,7 +270,11 @@ void Executor::Run::complete(OpId id, Clock::time_point when) {
   const plan::Op& op = plan.ops[id];
   if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
     busy[static_cast<int>(op.stream)] = plan::kNoOp;
-    if (c->kind == plan::CollectiveKind::reduce_scatter) {
+    if (c->purpose == plan::CommPurpose::tensor_parallel) {
+      complete_tp_collective(id);
+    } else if (is_sequence_parallel_sync(*c)) {
+      complete_sequence_parallel_sync(id);
+    } else if (c->kind == plan::CollectiveKind::reduce_scatter) {
       if (layout.grads_staged) inflight_bucket_bytes -= static_cast<double>(r.keep[1].nbytes());
       if (has_followup.count(id)) {
         pending_shard[r.segment] = r.keep[0];
@@ -362,7 +368,8 @@ void Executor::Run::execute() {
     if (Clock::now() - last_progress > ex.options_.timeout) stalled();
     watcher.wait_any(std::chrono::milliseconds(1));
   }
-  if (!acts.empty() || !local_hidden.empty() || !local_grad.empty() || !received.empty()) {
+  if (!acts.empty() || !tp_runs.empty() || !local_hidden.empty() || !local_grad.empty() ||
+      !received.empty()) {
     throw RuntimeError("rank " + std::to_string(ex.rank_) +
                        ": the plan left activations or messages unused at the end of the step");
   }
@@ -381,8 +388,12 @@ Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, con
       device_(device) {
   const auto& sc = plan.scenario;
   const bool head_copy = sc.model.tied_embeddings && sc.strategy.pp > 1;
+  const auto& coord = plan.layout.coords.at(rank);
   units_ = std::make_unique<GptUnits>(sc.model, sc.training.seq_len, head_copy,
-                                      Numerics::of(sc.strategy, device), device);
+                                      Numerics::of(sc.strategy, device), device,
+                                      TpShard{plan.layout.tp, coord.tp},
+                                      sc.strategy.sequence_parallel);
+  tp_piece_ = index_tp_chains(plan, rank);
   state_ =
       std::make_unique<ModelState>(plan, rank, *units_, options_.seed, options_.optimizer, device);
   if (sc.strategy.precision == spec::Precision::fp16) {

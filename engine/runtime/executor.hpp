@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "engine/plan/plan.hpp"
@@ -40,12 +41,19 @@ struct ExecutorOptions {
   std::vector<std::int64_t> inject_inf_steps;
 };
 
+/// An op of a tensor-parallel chain: the chain's first compute piece, and whether it ends it.
+struct TpChainOp {
+  plan::OpId piece = plan::kNoOp;
+  bool last = false;
+};
+
 struct StepOutcome {
   double loss_sum = 0;    ///< sum of the micro-batch mean losses this rank's head computed
   int loss_terms = 0;     ///< micro-batches whose loss this rank computed
   bool skipped = false;   ///< fp16 overflow: the optimizer step was skipped
   double loss_scale = 1;  ///< the scale this step ran with
   double seconds = 0;
+  double tp_bytes = 0;  ///< bytes its tensor-parallel collectives carried (the plan's measure)
   result::RankResult trace;  ///< spans and memory of this step
 };
 
@@ -83,6 +91,7 @@ class Executor {
   std::unique_ptr<GptUnits> units_;
   std::unique_ptr<ModelState> state_;
   std::unique_ptr<DynamicLossScaler> scaler_;
+  std::unordered_map<plan::OpId, TpChainOp> tp_piece_;  ///< index_tp_chains (executor_run.hpp)
 };
 
 }  // namespace stratagem::runtime

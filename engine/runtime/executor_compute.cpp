@@ -85,6 +85,19 @@ void Executor::Run::forward(const plan::Op& op, const plan::Compute& c) {
 }
 
 void Executor::Run::recompute(const plan::Op& op, const plan::Compute& c) {
+  if (units.tensor_parallel()) {  // selective: the attention cores, no communication
+    for (int u = c.unit_begin; u < c.unit_end; ++u) {
+      auto it = tp_runs.find(unit_key(c.microbatch, u));
+      if (it == tp_runs.end())
+        throw RuntimeError(describe_op(plan, op.id) + ": no forward to rebuild");
+      const std::int64_t before = meter.live_bytes();
+      it->second->recompute_core();
+      const double kept = static_cast<double>(meter.live_bytes() - before);
+      act_bytes[unit_key(c.microbatch, u)] += kept;
+      activation_bytes += kept;
+    }
+    return;
+  }
   for (int u = c.unit_begin; u < c.unit_end; ++u) {
     auto it = acts.find(unit_key(c.microbatch, u));
     if (it == acts.end()) throw RuntimeError(describe_op(plan, op.id) + ": no forward to rebuild");
@@ -144,20 +157,32 @@ void Executor::Run::optimizer() {
   out.skipped = overflow;
 }
 
+void Executor::Run::release_gathered_after(const plan::Op& op, int u0, int u1) {
+  for (const auto& e : plan.effects_of(op)) {
+    if (e.cls == plan::TensorClass::gathered_params && e.bytes < 0) {
+      std::set<int> segs;
+      for (int u = u0; u < u1; ++u) segs.insert(state.segment_index(u));
+      if (gathers_table(u0, u1)) segs.insert(state.segment_index(0));
+      for (int s : segs) state.release_gathered(s);
+    }
+  }
+}
+
 void Executor::Run::run_compute(OpId id) {
   const plan::Op& op = plan.ops[id];
   const auto& c = std::get<plan::Compute>(op.payload);
   begin(id);
   sample_memory();
+  const bool chained = ex.tp_piece_.count(id) > 0;  // a piece of a tensor-parallel chain
   switch (c.phase) {
     case plan::Phase::forward:
-      forward(op, c);
+      chained ? tp_compute(op, c) : forward(op, c);
       break;
     case plan::Phase::backward:
-      backward(op, c);
+      chained ? tp_compute(op, c) : backward(op, c);
       break;
     case plan::Phase::recompute:
-      recompute(op, c);
+      chained ? tp_compute(op, c) : recompute(op, c);
       break;
     case plan::Phase::optimizer:
       optimizer();
@@ -173,14 +198,10 @@ void Executor::Run::run_compute(OpId id) {
       throw RuntimeError("the runtime does not split backward into input and weight parts (" +
                          describe_op(plan, id) + ")");
   }
-  // Gathered parameters the plan frees after this op.
-  for (const auto& e : plan.effects_of(op)) {
-    if (e.cls == plan::TensorClass::gathered_params && e.bytes < 0) {
-      std::set<int> segs;
-      for (int u = c.unit_begin; u < c.unit_end; ++u) segs.insert(state.segment_index(u));
-      if (gathers_table(c.unit_begin, c.unit_end)) segs.insert(state.segment_index(0));
-      for (int s : segs) state.release_gathered(s);
-    }
+  if (chained) {
+    tp_release(id, c);
+  } else {
+    release_gathered_after(op, c.unit_begin, c.unit_end);
   }
   finish(id, Clock::now());
   ++head[static_cast<int>(plan::Stream::compute)];

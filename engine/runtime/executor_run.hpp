@@ -14,6 +14,7 @@
 #include "engine/runtime/executor.hpp"
 #include "engine/runtime/executor_memory.hpp"
 #include "engine/runtime/executor_watcher.hpp"
+#include "engine/runtime/tp_units.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {
@@ -29,6 +30,11 @@ inline std::int64_t unit_key(int microbatch, int unit) {
 inline double seconds_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
+
+/// Tensor parallelism: each op of a TP chain (its compute pieces and TP collectives) → the
+/// chain's first compute piece, which names its micro-batch, direction, stage and chunk, and
+/// whether the op ends the chain (executor_tp.cpp). Empty without TP.
+std::unordered_map<OpId, TpChainOp> index_tp_chains(const plan::StepPlan& plan, int rank);
 
 struct Executor::Run {
   struct OpRun {
@@ -64,6 +70,10 @@ struct Executor::Run {
   std::unordered_map<OpId, at::Tensor> produced;  // compute op → tensor its send carries
   std::unordered_map<OpId, at::Tensor> received;  // recv op → delivered buffer
   std::map<int, at::Tensor> pending_shard;        // segment → shard awaiting its all-reduce
+  std::unordered_map<std::int64_t, std::unique_ptr<TpUnitRun>> tp_runs;  // (mb, unit) under TP
+  std::unordered_map<std::int64_t, std::int64_t> tp_live_before;        // its chain's start
+  std::unordered_map<std::int64_t, OpId> tp_pending_release;  // (mb, unit) → op freeing its gather
+  std::vector<std::pair<at::Tensor, std::int64_t>> sp_parts;  // SP sync: resident views
   double inflight_bucket_bytes = 0;
   std::vector<result::Span> spans;
   MemoryTimeline memory;
@@ -96,7 +106,27 @@ struct Executor::Run {
   void complete(OpId id, Clock::time_point when);
   bool issue_ready();
 
+  // ---- tensor parallelism (executor_tp.cpp) -------------------------------------------------
+  const plan::Compute& tp_piece_of(OpId id) const;
+  /// The unit's run for `op` of a chain whose first compute piece is `c`: created by its
+  /// forward's first op; switched to recomputation or backward by those chains' first ops.
+  TpUnitRun& tp_run(const plan::Op& op, const plan::Compute& c);
+  /// After an op of a chain: when the chain is over, hands on its output or gradients.
+  void tp_after(const plan::Op& op, const plan::Compute& c, TpUnitRun& run);
+  void tp_compute(const plan::Op& op, const plan::Compute& c);
+  /// After the chain's last op: the unit's remaining work (it needs no communication).
+  void tp_finish_chain(OpId id, TpUnitRun& run);
+  /// Frees the chain's gathered parameters once the chain is over (see executor_tp.cpp).
+  void tp_release(OpId id, const plan::Compute& piece);
+  void start_tp_collective(OpId id);
+  void complete_tp_collective(OpId id);
+  bool is_sequence_parallel_sync(const plan::Collective& c) const;
+  void start_sequence_parallel_sync(OpId id);
+  void complete_sequence_parallel_sync(OpId id);
+
   // ---- compute (executor_compute.cpp) ------------------------------------------------------
+  /// Frees the gathered parameters of units [u0, u1) that `op`'s memory effects release.
+  void release_gathered_after(const plan::Op& op, int u0, int u1);
   void run_compute(OpId id);
   void forward(const plan::Op& op, const plan::Compute& c);
   void recompute(const plan::Op& op, const plan::Compute& c);

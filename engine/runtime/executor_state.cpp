@@ -1,5 +1,6 @@
 #include "engine/runtime/executor_state.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -212,6 +213,29 @@ at::Tensor ModelState::slot_grad(int unit, const std::string& slot) const {
   const Segment& seg = layout_.segment_of(unit);
   return grads_full_.narrow(0, seg.full_offset + layout_.offset_in_segment(unit) + s.offset,
                             s.numel);
+}
+
+std::vector<std::pair<at::Tensor, std::int64_t>> ModelState::resident_slot_grads(
+    const std::vector<std::pair<int, const ParamSlot*>>& slots) const {
+  std::vector<std::pair<at::Tensor, std::int64_t>> out;
+  std::int64_t concat = 0;
+  for (const auto& [unit, slot] : slots) {
+    const Segment& seg = layout_.segment_of(unit);
+    const std::int64_t at_ = layout_.offset_in_segment(unit) + slot->offset;
+    if (!layout_.grads_staged) {
+      out.emplace_back(grads_full_.narrow(0, seg.full_offset + at_, slot->numel), concat);
+    } else {
+      const std::int64_t first = seg.shard_index * seg.shard;
+      const std::int64_t lo = std::max(at_, first);
+      const std::int64_t hi = std::min(at_ + slot->numel, first + seg.shard);
+      if (lo < hi) {
+        out.emplace_back(grads_shard_.narrow(0, seg.shard_offset + lo - first, hi - lo),
+                         concat + lo - at_);
+      }
+    }
+    concat += slot->numel;
+  }
+  return out;
 }
 
 // ---- optimizer ----------------------------------------------------------------------------

@@ -74,6 +74,11 @@ class ModelState {
   void apply_reduced_shard(int segment, const at::Tensor& shard);
   /// The resident gradient of a parameter slot of `unit` (full gradients only).
   at::Tensor slot_grad(int unit, const std::string& slot) const;
+  /// The parts of the slots' gradients this rank holds — all of each with full gradients,
+  /// the part inside its shard when staged — each with its offset into the slots laid end
+  /// to end (the sequence-parallel gradient sync's buffer).
+  std::vector<std::pair<at::Tensor, std::int64_t>> resident_slot_grads(
+      const std::vector<std::pair<int, const ParamSlot*>>& slots) const;
 
   // ---- fp16 and the optimizer ------------------------------------------------------------
   /// Sets found_inf() to 1 when the gradients the optimizer will read hold an inf or nan.

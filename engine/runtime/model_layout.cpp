@@ -11,14 +11,31 @@ namespace {
 // GPT-2's initialiser range (Radford et al. 2019; nanoGPT's _init_weights).
 constexpr double kInitStd = 0.02;
 
+// How a parameter is split over the TP group (model_layout.hpp).
+enum class Split { whole, rows, cols };
+
 class LayoutBuilder {
  public:
-  explicit LayoutBuilder(std::string prefix) : prefix_(std::move(prefix)) {}
+  LayoutBuilder(std::string prefix, TpShard tp) : prefix_(std::move(prefix)), tp_(tp) {}
 
-  void add(const std::string& name, std::vector<std::int64_t> shape, InitKind init,
-           std::string key = "") {
+  /// `shape` is the whole parameter's; `split` says which slice this rank holds.
+  ParamSlot& add(const std::string& name, std::vector<std::int64_t> shape, InitKind init,
+                 Split split = Split::whole, std::string key = "") {
     ParamSlot s;
     s.name = name;
+    s.full_shape = shape;
+    if (split != Split::whole && tp_.size > 1) {
+      s.shard_dim = split == Split::rows ? 0 : 1;
+      s.shards = tp_.size;
+      s.shard_index = tp_.index;
+      const auto d = static_cast<std::size_t>(s.shard_dim);
+      if (shape[d] % tp_.size != 0) {
+        throw RuntimeError("model unit " + prefix_ + name + ": dimension " +
+                           std::to_string(shape[d]) + " is not divisible by tp = " +
+                           std::to_string(tp_.size));
+      }
+      shape[d] /= tp_.size;
+    }
     s.numel = 1;
     for (auto d : shape) s.numel *= d;
     s.shape = std::move(shape);
@@ -27,23 +44,40 @@ class LayoutBuilder {
     s.init_key = key.empty() ? prefix_ + name : std::move(key);
     layout_.numel += s.numel;
     layout_.slots.push_back(std::move(s));
+    return layout_.slots.back();
   }
 
   void norm(const std::string& name, const spec::ModelSpec& m) {
-    add(name + ".weight", {m.hidden}, InitKind::ones);
-    if (m.norm == spec::NormKind::layernorm) add(name + ".bias", {m.hidden}, InitKind::zeros);
+    add(name + ".weight", {m.hidden}, InitKind::ones).sequence_partial = true;
+    if (m.norm == spec::NormKind::layernorm) {
+      add(name + ".bias", {m.hidden}, InitKind::zeros).sequence_partial = true;
+    }
   }
 
+  /// Column-parallel (`Split::rows`: output rows and bias sliced) or row-parallel
+  /// (`Split::cols`: input columns sliced, the bias whole and added after the reduction).
   void linear(const std::string& name, std::int64_t out, std::int64_t in, bool bias,
-              InitKind init = InitKind::normal) {
-    add(name + ".weight", {out, in}, init);
-    if (bias) add(name + ".bias", {out}, InitKind::zeros);
+              Split split, InitKind init = InitKind::normal) {
+    add(name + ".weight", {out, in}, init, split);
+    if (bias) {
+      auto& b = add(name + ".bias", {out}, InitKind::zeros,
+                    split == Split::rows ? Split::rows : Split::whole);
+      b.sequence_partial = split == Split::cols;
+    }
+  }
+
+  /// A vocabulary table [padded vocab, h] sliced by rows, its padding rows left at zero.
+  void vocab_table(const std::string& name, const spec::ModelSpec& m, std::string key = "") {
+    const std::int64_t rows = spec::padded_vocab(m, tp_.size);
+    add(name, {rows, m.hidden}, InitKind::normal, Split::rows, std::move(key)).drawn_rows =
+        rows == m.vocab ? -1 : m.vocab;
   }
 
   UnitLayout take() { return std::move(layout_); }
 
  private:
   std::string prefix_;
+  TpShard tp_;
   UnitLayout layout_;
 };
 
@@ -99,54 +133,56 @@ void check_runtime_strategy(const spec::StrategySpec& st) {
                     "the real runtime has no fp8 GEMMs (Transformer Engine or torchao float8 on "
                     "Hopper and later); simulate fp8, or run with bf16");
   }
-  if (st.tp > 1) {
-    throw SpecError(
-        "strategy.tp",
-        "the real runtime does not execute tensor parallelism yet (tp = " + std::to_string(st.tp) +
-            "); simulate it with `stratagem sim` or `stratagem compare`, or run with "
-            "tp = 1");
-  }
 }
 
-std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_owns_embedding_copy) {
+std::int64_t vocab_shard_rows(const spec::ModelSpec& m, int tp) {
+  return spec::padded_vocab(m, tp) / tp;
+}
+
+std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_owns_embedding_copy,
+                                         TpShard tp) {
   check_runtime_model(m);
+  if (tp.size > 1 && (m.heads % tp.size != 0 || m.kv_heads % tp.size != 0)) {
+    throw SpecError("strategy.tp", "tp = " + std::to_string(tp.size) +
+                                       " must divide the model's heads and kv_heads");
+  }
   const std::int64_t h = m.hidden, f = m.ffn_hidden;
   const std::int64_t kv = h / m.heads * m.kv_heads;
   std::vector<UnitLayout> units;
 
-  LayoutBuilder emb("embedding.");
-  emb.add("wte", {m.vocab, h}, InitKind::normal);
+  LayoutBuilder emb("embedding.", tp);
+  emb.vocab_table("wte", m);
   if (m.positions == spec::PositionKind::learned) {
     emb.add("wpe", {m.max_positions, h}, InitKind::normal);
   }
   units.push_back(emb.take());
 
   for (std::int64_t l = 1; l <= m.layers; ++l) {
-    LayoutBuilder b("block" + std::to_string(l) + ".");
+    LayoutBuilder b("block" + std::to_string(l) + ".", tp);
     b.norm("ln1", m);
-    b.linear("attn.q", h, h, m.bias);
-    b.linear("attn.k", kv, h, m.bias);
-    b.linear("attn.v", kv, h, m.bias);
-    b.linear("attn.o", h, h, m.bias, InitKind::normal_residual);
+    b.linear("attn.q", h, h, m.bias, Split::rows);
+    b.linear("attn.k", kv, h, m.bias, Split::rows);
+    b.linear("attn.v", kv, h, m.bias, Split::rows);
+    b.linear("attn.o", h, h, m.bias, Split::cols, InitKind::normal_residual);
     b.norm("ln2", m);
     if (m.mlp == spec::MlpKind::swiglu) {
-      b.linear("mlp.gate", f, h, m.bias);
-      b.linear("mlp.up", f, h, m.bias);
+      b.linear("mlp.gate", f, h, m.bias, Split::rows);
+      b.linear("mlp.up", f, h, m.bias, Split::rows);
     } else {
-      b.linear("mlp.up", f, h, m.bias);
+      b.linear("mlp.up", f, h, m.bias, Split::rows);
     }
-    b.linear("mlp.down", h, f, m.bias, InitKind::normal_residual);
+    b.linear("mlp.down", h, f, m.bias, Split::cols, InitKind::normal_residual);
     units.push_back(b.take());
   }
 
-  LayoutBuilder head("head.");
+  LayoutBuilder head("head.", tp);
   head.norm("ln_f", m);
   if (!m.tied_embeddings) {
-    head.add("lm_head", {m.vocab, h}, InitKind::normal);
+    head.vocab_table("lm_head", m);
   } else if (head_owns_embedding_copy) {
     // Same random stream as the embedding's table: both copies start identical and, with
     // their gradients summed across the pipeline every step, stay identical.
-    head.add("wte", {m.vocab, h}, InitKind::normal, "embedding.wte");
+    head.vocab_table("wte", m, "embedding.wte");
   }
   units.push_back(head.take());
   return units;

@@ -8,6 +8,15 @@
 // LM head when untied, and a copy of the word embeddings when they are tied across a
 // pipeline, as Megatron-LM keeps one on the last stage). The element counts equal
 // spec::embedding_params, spec::block_params and spec::head_params exactly.
+//
+// With tensor parallelism (tp > 1) a unit holds one TP rank's share, as Megatron-LM splits
+// it (and as spec::embedding_params_tp, block_params_tp and head_params_tp count it): the
+// QKV, MLP-in (gate and up) weights and their biases by output rows (column-parallel: the
+// rank's heads, K/V heads and FFN columns), the attention projection and MLP-out weights by
+// input columns (row-parallel; their biases whole), the word table and LM head by rows of
+// the vocabulary padded to a multiple of 128·tp (vocab-parallel); norms and the position
+// table stay whole on every rank. A slice's initial values are the matching slice of the
+// whole parameter's, so every tp starts from the same model.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -34,6 +43,22 @@ struct ParamSlot {
   /// Which random stream fills it: the same key gives the same values on every rank, so the
   /// head's copy of tied word embeddings uses the embedding's key.
   std::string init_key;
+  /// Tensor parallelism: the dimension of the whole parameter this slot holds the
+  /// `shard_index`-th of `shards` equal slices of (−1: the whole parameter), its shape, and
+  /// how many of its rows are drawn (vocabulary padding rows start at 0; −1: all rows).
+  int shard_dim = -1;
+  int shard_index = 0, shards = 1;
+  std::vector<std::int64_t> full_shape;
+  std::int64_t drawn_rows = -1;
+  /// Sequence parallelism: computed from the rank's part of the sequence, so its gradient is
+  /// summed over the TP group before the optimizer (norms, row-parallel biases).
+  bool sequence_partial = false;
+};
+
+/// One rank's place in the tensor-parallel group.
+struct TpShard {
+  int size = 1;   ///< tp
+  int index = 0;  ///< the rank's position in its TP group
 };
 
 struct UnitLayout {
@@ -47,13 +72,16 @@ struct UnitLayout {
 /// {"params": P} form (no shape), token-type embeddings, poolers.
 void check_runtime_model(const spec::ModelSpec& model);
 
-/// Throws SpecError for strategies the runtime does not execute: tensor (and sequence)
-/// parallelism, which only the simulator models so far.
+/// Throws SpecError for strategies the runtime does not execute: context parallelism, fp8.
 void check_runtime_strategy(const spec::StrategySpec& strategy);
 
-/// Units 0..L+1. `head_owns_embedding_copy`: tied embeddings split over a pipeline (pp > 1).
+/// Units 0..L+1 of one TP rank. `head_owns_embedding_copy`: tied embeddings split over a
+/// pipeline (pp > 1).
 std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& model,
-                                         bool head_owns_embedding_copy);
+                                         bool head_owns_embedding_copy, TpShard tp = {});
+
+/// The vocabulary rows one TP rank's word table and LM head hold (padded vocabulary / tp).
+std::int64_t vocab_shard_rows(const spec::ModelSpec& model, int tp);
 
 /// The per-parameter seed of `slot` for a run seeded with `seed` (FNV-1a of the key, mixed
 /// with the seed): the initial values depend only on the seed and the parameter's identity.

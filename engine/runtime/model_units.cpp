@@ -1,5 +1,6 @@
 #include "engine/runtime/model_units.hpp"
 
+#include "engine/runtime/autocast_scope.hpp"
 #include "engine/runtime/fused_attention.hpp"
 
 #include <cmath>
@@ -18,46 +19,6 @@ namespace {
 
 constexpr double kNormEps = 1e-5;      // GPT-2's LayerNorm epsilon
 constexpr double kRopeBase = 10000.0;  // Su et al. 2021, as in GPT-NeoX and Llama
-
-// Enables autocast to `dtype` for the device's type while alive, and drops the cast cache
-// on exit (weights change between steps).
-class AutocastScope {
- public:
-  AutocastScope(bool on, at::ScalarType dtype, const c10::Device& device)
-      : on_(on), cuda_(device.is_cuda()) {
-    if (!on_) return;
-    if (cuda_) {
-      prev_enabled_ = at::autocast::is_enabled();
-      prev_dtype_ = at::autocast::get_autocast_gpu_dtype();
-      at::autocast::set_autocast_gpu_dtype(dtype);
-      at::autocast::set_enabled(true);
-    } else {
-      prev_enabled_ = at::autocast::is_cpu_enabled();
-      prev_dtype_ = at::autocast::get_autocast_cpu_dtype();
-      at::autocast::set_autocast_cpu_dtype(dtype);
-      at::autocast::set_cpu_enabled(true);
-    }
-  }
-  ~AutocastScope() {
-    if (!on_) return;
-    if (cuda_) {
-      at::autocast::set_enabled(prev_enabled_);
-      at::autocast::set_autocast_gpu_dtype(prev_dtype_);
-    } else {
-      at::autocast::set_cpu_enabled(prev_enabled_);
-      at::autocast::set_autocast_cpu_dtype(prev_dtype_);
-    }
-    at::autocast::clear_cache();
-  }
-  AutocastScope(const AutocastScope&) = delete;
-  AutocastScope& operator=(const AutocastScope&) = delete;
-
- private:
-  bool on_;
-  bool cuda_;
-  bool prev_enabled_ = false;
-  at::ScalarType prev_dtype_ = at::kFloat;
-};
 
 at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
   return t.defined() ? t : at::zeros_like(like);
@@ -86,10 +47,13 @@ Numerics Numerics::of(const spec::StrategySpec& strategy, const c10::Device& dev
 }
 
 GptUnits::GptUnits(const spec::ModelSpec& model, std::int64_t seq_len,
-                   bool head_owns_embedding_copy, Numerics numerics, c10::Device device)
+                   bool head_owns_embedding_copy, Numerics numerics, c10::Device device,
+                   TpShard tp, bool sequence_parallel)
     : model_(model),
       seq_len_(seq_len),
-      layouts_(gpt_unit_layouts(model, head_owns_embedding_copy)),
+      tp_(tp),
+      sequence_parallel_(sequence_parallel && tp.size > 1),
+      layouts_(gpt_unit_layouts(model, head_owns_embedding_copy, tp)),
       numerics_(numerics),
       device_(device) {
   causal_mask_ =
@@ -103,6 +67,10 @@ GptUnits::GptUnits(const spec::ModelSpec& model, std::int64_t seq_len,
     rope_cos_ = angles.cos().to(device);
     rope_sin_ = angles.sin().to(device);
   }
+}
+
+std::int64_t GptUnits::boundary_tokens() const {
+  return sequence_parallel_ ? seq_len_ / tp_.size : seq_len_;
 }
 
 bool GptUnits::head_borrows_embedding() const {
@@ -124,7 +92,24 @@ at::Tensor GptUnits::initial_params(int unit, std::uint64_t seed) const {
       case InitKind::normal:
       case InitKind::normal_residual: {
         auto gen = at::make_generator<at::CPUGeneratorImpl>(init_seed(seed, s));
-        view.normal_(0.0, init_std(s, model_.layers), gen);
+        const double std = init_std(s, model_.layers);
+        if (s.shard_dim < 0 && s.drawn_rows < 0) {
+          view.normal_(0.0, std, gen);
+          break;
+        }
+        // The whole parameter's values (the same stream as with tp = 1; padding rows 0),
+        // then this rank's slice.
+        std::int64_t cols = 1;
+        for (std::size_t d = 1; d < s.full_shape.size(); ++d) cols *= s.full_shape[d];
+        const std::int64_t rows = s.drawn_rows < 0 ? s.full_shape[0] : s.drawn_rows;
+        auto whole = at::zeros({s.full_shape[0] * cols}, at::TensorOptions().dtype(at::kFloat));
+        whole.narrow(0, 0, rows * cols).normal_(0.0, std, gen);
+        at::Tensor part = whole.view(s.full_shape);
+        if (s.shard_dim >= 0) {
+          const std::int64_t n = s.shape[static_cast<std::size_t>(s.shard_dim)];
+          part = part.narrow(s.shard_dim, s.shard_index * n, n);
+        }
+        view.copy_(part.reshape({-1}));
         break;
       }
     }

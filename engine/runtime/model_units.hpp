@@ -58,11 +58,16 @@ struct UnitGrads {
   at::Tensor borrowed;  ///< gradient of the borrowed word table (tied head on one stage)
 };
 
+class TpUnitRun;
+
 class GptUnits {
  public:
-  /// `head_owns_embedding_copy`: tied embeddings with pp > 1 (see model_layout.hpp).
+  /// `head_owns_embedding_copy`: tied embeddings with pp > 1 (see model_layout.hpp). With
+  /// `tp.size` > 1 the units hold one TP rank's share and run through TpUnitRun
+  /// (tp_units.hpp); `sequence_parallel` splits their boundaries along the sequence.
   GptUnits(const spec::ModelSpec& model, std::int64_t seq_len, bool head_owns_embedding_copy,
-           Numerics numerics, c10::Device device);
+           Numerics numerics, c10::Device device, TpShard tp = {},
+           bool sequence_parallel = false);
 
   int count() const { return static_cast<int>(layouts_.size()); }
   const UnitLayout& layout(int unit) const { return layouts_[unit]; }
@@ -72,6 +77,12 @@ class GptUnits {
   /// The head computes logits with the embedding's word table (tied, one stage).
   bool head_borrows_embedding() const;
   int head_unit() const { return count() - 1; }
+  const TpShard& tp() const { return tp_; }
+  bool tensor_parallel() const { return tp_.size > 1; }
+  bool sequence_parallel() const { return sequence_parallel_; }
+  const spec::ModelSpec& model() const { return model_; }
+  /// Tokens of a sequence a boundary tensor holds: s, or s/tp under sequence parallelism.
+  std::int64_t boundary_tokens() const;
 
   /// Unit `unit`'s initial parameters in fp32 (on the CPU): the same on every rank and for
   /// every strategy, given the seed.
@@ -95,6 +106,7 @@ class GptUnits {
   at::Tensor to_boundary(const at::Tensor& hidden) const;
 
  private:
+  friend class TpUnitRun;
   /// A unit's parameters as one tensor per slot (layout order), views of the flat buffer.
   using Parts = std::vector<at::Tensor>;
   at::Tensor param_leaf(const at::Tensor& params) const;
@@ -116,6 +128,8 @@ class GptUnits {
 
   spec::ModelSpec model_;
   std::int64_t seq_len_;
+  TpShard tp_;
+  bool sequence_parallel_ = false;
   std::vector<UnitLayout> layouts_;
   Numerics numerics_;
   c10::Device device_;

@@ -71,6 +71,7 @@ TrainResult Trainer::run() {
     r.step_seconds.push_back(out.seconds);
     r.loss_scales.push_back(out.loss_scale);
     r.skipped.push_back(out.skipped);
+    r.tp_bytes.push_back(out.tp_bytes);
     if (options_.on_step) options_.on_step(step, loss, out.seconds);
     if (step + 1 == end) r.trace = std::move(out.trace);
     const bool save_now =

@@ -59,6 +59,7 @@ struct TrainResult {
   std::vector<double> step_seconds;  ///< per step, this rank's wall time
   std::vector<double> loss_scales;   ///< fp16: the scale each step ran with
   std::vector<bool> skipped;         ///< fp16: steps whose update was skipped
+  std::vector<double> tp_bytes;      ///< per step, bytes this rank's TP collectives carried
   result::RankResult trace;          ///< this rank's last step
 };
 

@@ -94,11 +94,19 @@ TEST(TensorParallel, BlockCollectivesPerPhaseWithoutAndWithSequenceParallelism) 
     EXPECT_DOUBLE_EQ(c.bytes.at({ph, K::reduce_scatter}), 2 * act);
   }
   EXPECT_EQ(c.count.size(), 4u);
-  // Embedding: an all-reduce forward (reduce-scatter with SP; its backward all-gathers).
+  // Embedding: an all-reduce forward; with SP and learned positions still an all-reduce (then
+  // + positions and a split, as Megatron-core), a reduce-scatter without them; the backward
+  // all-gathers under SP.
   EXPECT_EQ(tp_collectives(p, 0).count.at({Phase::forward, K::all_reduce}), 1);
   EXPECT_EQ(tp_collectives(p, 0).count.size(), 1u);
-  EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::forward, K::reduce_scatter}), 1);
+  EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::forward, K::all_reduce}), 1);
   EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::backward, K::all_gather}), 1);
+  auto rotary = test::small_scenario(strategy);
+  rotary.model.positions = spec::PositionKind::rotary;
+  const auto r = tp_collectives(plan::build_plan(rotary), 0);
+  EXPECT_EQ(r.count.at({Phase::forward, K::reduce_scatter}), 1);
+  EXPECT_EQ(r.count.at({Phase::backward, K::all_gather}), 1);
+  EXPECT_EQ(r.count.size(), 2u);
   // Head: three fp32 all-reduces of s·b values (vocab-parallel cross-entropy) and the input
   // gradient's all-reduce in backward.
   const auto head = tp_collectives(p, 17);

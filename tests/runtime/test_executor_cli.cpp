@@ -21,7 +21,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // The tiny model on a GPU cluster preset: `--cpu` turns it into 2 CPU processes.
-fs::path write_scenario(const fs::path& dir, const std::string& sharding) {
+fs::path write_scenario(const fs::path& dir, const std::string& sharding,
+                        const nlohmann::json& strategy = {}) {
   const nlohmann::json j = {
       {"name", "tiny-" + sharding},
       {"model",
@@ -36,8 +37,12 @@ fs::path write_scenario(const fs::path& dir, const std::string& sharding) {
       {"cluster", {{"preset", "dgx-a100-80gb"}, {"gpus_per_node", 2}}},
       {"strategy", {{"dp", 2}, {"micro_batch_size", 2}, {"sharding", sharding}}},
       {"training", {{"seq_len", 16}, {"global_batch", 8}, {"seed", 7}, {"steps", 5}}}};
-  const auto path = dir / "scenario.json";
-  std::ofstream(path) << j.dump(2);
+  nlohmann::json out = j;
+  for (const auto& [k, v] : strategy.items()) out["strategy"][k] = v;
+  const auto path =
+      dir / (strategy.empty() ? std::string("scenario.json")
+                              : "scenario-tp" + std::to_string(out["strategy"].value("tp", 1)) + ".json");
+  std::ofstream(path) << out.dump(2);
   return path;
 }
 
@@ -120,27 +125,39 @@ TEST(RunCli, AHangEndsTheJobNamingWhereRanksWere) {
   fs::remove_all(dir);
 }
 
-}  // namespace
-}  // namespace stratagem::test
-
-namespace stratagem {
-namespace {
-
-// Tensor parallelism is simulated, not executed: every real-run command refuses it with one
-// line naming the key, exit 2, before starting a worker.
-TEST(RunCli, TensorParallelScenariosAreRefusedNamingTheKey) {
-  const auto dir = test::work_dir("tp-refused");
-  for (const std::string args :
-       {"run tp2-cpu-gpt-tiny --num_processes 2 --cpu --main_process_port 0",
-        "validate tp2-cpu-gpt-tiny --num_processes 2",
-        "compare tp2-cpu-gpt-tiny --real --num_processes 2"}) {
-    SCOPED_TRACE(args);
-    const auto r = test::stratagem(args, dir);
-    EXPECT_EQ(r.exit_code, 2) << r.out << r.err;
-    EXPECT_NE(r.err.find("strategy.tp"), std::string::npos) << r.err;
-    EXPECT_EQ(r.out.find("[rank"), std::string::npos) << "no worker started: " << r.out;
+TEST(RunCli, TensorAndSequenceParallelOverGlooTrainLikeOneAndResumeOnlyWithTheSameTp) {
+  const auto dir = work_dir("tp");
+  const auto scenario = write_scenario(
+      dir, "none", {{"dp", 1}, {"tp", 2}, {"sequence_parallel", true}, {"grad_accum", 4}});
+  const auto ckpt = dir / "ckpt";
+  const auto r = stratagem("run " + scenario.string() +
+                               " --num_processes 2 --cpu --main_process_port 0 --save_dir " +
+                               ckpt.string() + " -o " + (dir / "r.json").string(),
+                           dir);
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const auto result = result::load_result((dir / "r.json").string());
+  ASSERT_EQ(result.ranks.size(), 2u);
+  int tp_spans = 0;
+  for (const auto& sp : result.ranks[1].spans) tp_spans += sp.stream == plan::Stream::tp;
+  EXPECT_GT(tp_spans, 0) << "the TP collectives are recorded on their stream";
+  auto one = tiny_scenario(1, {{"micro_batch_size", 2}, {"grad_accum", 4}});
+  const auto ref = run_inproc(one, train_options(5)).results[0].losses;
+  ASSERT_EQ(result.metrics.losses.size(), ref.size());
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    EXPECT_NEAR(result.metrics.losses[i], ref[i], 1e-5 * ref[i]) << "step " << i;
   }
+  // The checkpoint holds TP slices: a resume with another tp is one line naming it.
+  const auto other = write_scenario(dir, "none", {{"dp", 2}, {"grad_accum", 2}});
+  const auto bad = stratagem("run " + other.string() +
+                                 " --num_processes 2 --cpu --main_process_port 0 --resume " +
+                                 ckpt.string(),
+                             dir);
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("tp = 2"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("this job has tp = 1"), std::string::npos) << bad.err;
+  fs::remove_all(dir);
 }
 
 }  // namespace
-}  // namespace stratagem
+}  // namespace stratagem::test
+

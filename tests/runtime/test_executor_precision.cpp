@@ -70,6 +70,30 @@ TEST(Precision, Bf16Zero3AndPipeline) {
             kBf16VsBf16);
 }
 
+TEST(Precision, Bf16TensorAndSequenceParallel) {
+  // Megatron TP + SP in bf16: activations and their gradients cross the TP collectives in
+  // bf16, summed in another order than one process sums them.
+  const auto bf16_single =
+      losses_of({{"micro_batch_size", 2}, {"grad_accum", 4}, {"mixed_precision", "bf16"}}, 1);
+  const auto bf16_tp = losses_of({{"tp", 2},
+                                  {"sequence_parallel", true},
+                                  {"micro_batch_size", 2},
+                                  {"grad_accum", 4},
+                                  {"mixed_precision", "bf16"}},
+                                 2);
+  report("bf16 TP 2 + SP vs bf16 one process", max_rel(bf16_tp, bf16_single), kBf16VsBf16);
+  EXPECT_LT(max_rel(bf16_tp, bf16_single), kBf16VsBf16);
+}
+
+TEST(Precision, Fp16TensorParallelTracksFp32) {
+  const auto fp32 = losses_of({{"micro_batch_size", 2}, {"grad_accum", 4}}, 1);
+  const auto fp16 = losses_of(
+      {{"tp", 2}, {"micro_batch_size", 2}, {"grad_accum", 4}, {"mixed_precision", "fp16"}}, 2);
+  report("fp16 TP 2 vs fp32", max_rel(fp16, fp32), kFp16VsFp32);
+  EXPECT_LT(max_rel(fp16, fp32), kFp16VsFp32);
+  EXPECT_GT(max_rel(fp16, fp32), 0.0);
+}
+
 TEST(Precision, Fp16TracksFp32) {
   const auto fp32 = losses_of({{"micro_batch_size", 2}, {"grad_accum", 4}}, 1);
   const auto fp16 = losses_of(

@@ -52,25 +52,59 @@ struct InprocRun {
   std::vector<std::unique_ptr<runtime::Trainer>> trainers;
   std::vector<runtime::TrainResult> results;
 
-  /// Unit `u`'s full parameters as fp32 on the CPU, reassembled from the shards when sharded.
+  /// Unit `u`'s full parameters as fp32 on the CPU, reassembled from the shards when sharded
+  /// and, under tensor parallelism, from the TP ranks' slices (the vocabulary padding cut
+  /// off), in the layout of tp = 1.
   at::Tensor unit_params(int u) {
-    for (auto& t : trainers) {
-      auto& state = t->executor().state();
-      const auto& layout = state.layout();
-      if (u >= static_cast<int>(layout.segment_of_unit.size()) || layout.segment_of_unit[u] < 0) {
-        continue;
-      }
-      if (!layout.params_sharded) return state.unit_params(u).to(at::kFloat).clone();
-      const int s = layout.segment_of_unit[u];
-      std::vector<at::Tensor> shards;
-      for (int q : layout.segments[s].shard_group) {
-        shards.push_back(trainers[q]->executor().state().params_shard(s));
-      }
-      return at::cat(shards)
-          .narrow(0, layout.offset_in_segment(u), t->executor().units().numel(u))
-          .to(at::kFloat);
+    std::vector<at::Tensor> by_tp;  // the unit's flat parameters on TP index 0, 1, ...
+    const runtime::UnitLayout* layout = nullptr;
+    for (std::size_t r = 0; r < trainers.size(); ++r) {
+      auto& ex = trainers[r]->executor();
+      const int tp_index = ex.plan().layout.coords[r].tp;
+      if (tp_index != static_cast<int>(by_tp.size())) continue;
+      at::Tensor flat = rank_unit_params(static_cast<int>(r), u);
+      if (!flat.defined()) continue;
+      if (by_tp.empty()) layout = &ex.units().layout(u);
+      by_tp.push_back(flat);
+      if (static_cast<int>(by_tp.size()) == ex.plan().layout.tp) break;
     }
-    throw std::runtime_error("no rank owns unit " + std::to_string(u));
+    if (by_tp.empty()) throw std::runtime_error("no rank owns unit " + std::to_string(u));
+    if (by_tp.size() == 1) return by_tp[0];
+    std::vector<at::Tensor> parts;
+    for (const auto& slot : layout->slots) {
+      auto piece = [&](const at::Tensor& flat) {
+        return flat.narrow(0, slot.offset, slot.numel).view(slot.shape);
+      };
+      at::Tensor whole = piece(by_tp[0]);
+      if (slot.shard_dim >= 0) {
+        std::vector<at::Tensor> slices;
+        for (const auto& f : by_tp) slices.push_back(piece(f));
+        whole = at::cat(slices, slot.shard_dim);
+      }
+      if (slot.drawn_rows >= 0) whole = whole.narrow(0, 0, slot.drawn_rows);
+      parts.push_back(whole.reshape({-1}));
+    }
+    return at::cat(parts);
+  }
+
+  /// Rank `r`'s flat parameters of unit `u` (undefined if it does not own it), its DP
+  /// shards reassembled.
+  at::Tensor rank_unit_params(int r, int u) {
+    auto& t = trainers[static_cast<std::size_t>(r)];
+    auto& state = t->executor().state();
+    const auto& layout = state.layout();
+    if (u >= static_cast<int>(layout.segment_of_unit.size()) || layout.segment_of_unit[u] < 0) {
+      return at::Tensor();
+    }
+    if (!layout.params_sharded) return state.unit_params(u).to(at::kFloat).clone();
+    const int s = layout.segment_of_unit[u];
+    std::vector<at::Tensor> shards;
+    for (int q : layout.segments[s].shard_group) {
+      shards.push_back(trainers[q]->executor().state().params_shard(s));
+    }
+    return at::cat(shards)
+        .narrow(0, layout.offset_in_segment(u), t->executor().units().numel(u))
+        .to(at::kFloat);
   }
 };
 
