@@ -45,6 +45,9 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   s.model.layers = 1;
   auto& st = s.strategy;
   st.dp = st.pp = st.chunks = 1;
+  // Whole units: the simulator uses measured units only without tensor parallelism.
+  st.tp = 1;
+  st.sequence_parallel = false;
   st.grad_accum = 1;
   st.sharding = spec::Sharding::none;
   st.offload_optimizer = spec::Offload::none;
