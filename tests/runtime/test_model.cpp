@@ -13,6 +13,7 @@
 #include "engine/runtime/data.hpp"
 #include "engine/runtime/model_units.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/tensor_shapes.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {
@@ -44,6 +45,50 @@ TEST(ModelUnits, CountsEqualTheSpec) {
       const double head = spec::head_params(m) +
                           (copy && m.tied_embeddings ? static_cast<double>(m.vocab * m.hidden) : 0);
       EXPECT_EQ(units.numel(units.head_unit()), static_cast<std::int64_t>(head));
+    }
+  }
+}
+
+TEST(ModelUnits, TensorParallelSlicesCountAsTheSpecAndReassembleTheWholeModel) {
+  // One TP rank's units hold spec::*_params_tp; their slices, laid side by side along each
+  // slot's split dimension (vocabulary padding cut off), are the tp = 1 units exactly.
+  for (const auto& m : {model_of({{"vocab", 300}}),
+                        model_of({{"vocab", 300}, {"tied_embeddings", true}}),
+                        model_of({{"vocab", 300},
+                                  {"norm", "rmsnorm"},
+                                  {"mlp", "swiglu"},
+                                  {"positions", "rotary"},
+                                  {"kv_heads", 2},
+                                  {"bias", false}})}) {
+    for (int tp : {2, 4}) {
+      if (m.kv_heads % tp != 0) continue;
+      for (bool copy : {false, true}) {
+        const bool owns_copy = copy && m.tied_embeddings;
+        const GptUnits whole(m, 16, owns_copy, Numerics{}, kCpu);
+        std::vector<GptUnits> ranks;
+        for (int r = 0; r < tp; ++r)
+          ranks.emplace_back(m, 16, owns_copy, Numerics{}, kCpu, runtime::TpShard{tp, r});
+        const double table = static_cast<double>(spec::padded_vocab(m, tp)) / tp * m.hidden;
+        EXPECT_EQ(ranks[0].numel(0), static_cast<std::int64_t>(spec::embedding_params_tp(m, tp)));
+        EXPECT_EQ(ranks[0].numel(1), static_cast<std::int64_t>(spec::block_params_tp(m, tp)));
+        EXPECT_EQ(ranks[0].numel(ranks[0].head_unit()),
+                  static_cast<std::int64_t>(spec::head_params_tp(m, tp) + (owns_copy ? table : 0)));
+        for (int u : {0, 1, whole.head_unit()}) {
+          std::vector<at::Tensor> parts;
+          for (const auto& slot : ranks[0].layout(u).slots) {
+            std::vector<at::Tensor> slices;
+            for (auto& r : ranks) {
+              slices.push_back(
+                  r.initial_params(u, 7).narrow(0, slot.offset, slot.numel).view(slot.shape));
+            }
+            at::Tensor t = slot.shard_dim < 0 ? slices[0] : at::cat(slices, slot.shard_dim);
+            if (slot.drawn_rows >= 0) t = t.narrow(0, 0, slot.drawn_rows);
+            parts.push_back(t.reshape({-1}));
+          }
+          EXPECT_TRUE(at::cat(parts).equal(whole.initial_params(u, 7)))
+              << "tp " << tp << " unit " << u;
+        }
+      }
     }
   }
 }
