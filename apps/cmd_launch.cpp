@@ -31,6 +31,7 @@ struct LaunchArgs {
   std::optional<std::int64_t> fsdp_min_num_params;
   std::optional<int> grad_accum;
   std::optional<int> pipeline_stages;
+  std::optional<int> tp_size;
   std::string pipeline_schedule;
   std::optional<int> pipeline_micro_batches;
   bool cpu = false;
@@ -125,6 +126,10 @@ int run(LaunchArgs& a) {
   const auto min_params = a.fsdp_min_num_params.value_or(cfg.fsdp_min_num_params);
   if (min_params < 0) throw SpecError("--fsdp_min_num_params", "must be >= 0");
   if (min_params > 0) env.push_back({"STRATAGEM_FSDP_MIN_NUM_PARAMS", std::to_string(min_params)});
+  if (a.tp_size) {
+    if (*a.tp_size < 1) throw SpecError("--tp_size", "must be >= 1");
+    env.push_back({"STRATAGEM_TP_SIZE", std::to_string(*a.tp_size)});
+  }
   if (a.pipeline_stages) {
     if (*a.pipeline_stages < 1) throw SpecError("--pipeline_stages", "must be >= 1");
     env.push_back({"STRATAGEM_PIPELINE_STAGES", std::to_string(*a.pipeline_stages)});
@@ -179,6 +184,9 @@ Registration reg{
        sub.add_option("--zero_stage", a->zero_stage, "DeepSpeed ZeRO stage 0, 1 or 2");
        sub.add_option("--gradient_accumulation_steps", a->grad_accum,
                       "Micro-steps per optimizer step (Accelerator::accumulate)");
+       sub.add_option("--tp_size", a->tp_size,
+                      "Tensor-parallel group size (the program's AcceleratorOptions::tp_plan "
+                      "names the layers)");
        sub.add_option("--pipeline_stages", a->pipeline_stages,
                       "Split a torch::nn::Sequential model over this many processes");
        sub.add_option("--pipeline_schedule", a->pipeline_schedule, "gpipe | 1f1b (default 1f1b)");

@@ -4,12 +4,18 @@
 // one autograd graph per micro-batch, loss.backward(), optimizer.step(). The executor runs the
 // same math unit by unit on detached boundaries, from the plan's ops, recording every op's
 // span and the memory per tensor class. Overhead = executor / plain − 1 (target ≤ 5 %).
+// BM_ExecutorStepTp runs the same step with Megatron tensor + sequence parallelism over two
+// ranks (threads over the in-process communicator, one LibTorch thread each): its time
+// against BM_ExecutorStep is what TP's slicing, collectives and graph cuts cost or save on
+// two cores (ideal: half the compute each, plus the collectives).
 //
 //   ./build/bench/stratagem_bench_runtime --benchmark_repetitions=3
 #include <benchmark/benchmark.h>
 
 #include <cmath>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <torch/torch.h>
 
@@ -133,6 +139,35 @@ void BM_ExecutorStep(benchmark::State& state) {
   set_counters(state, s);
 }
 BENCHMARK(BM_ExecutorStep)->Unit(benchmark::kMillisecond)->MinTime(5.0);
+
+void BM_ExecutorStepTp(benchmark::State& state) {
+  spec::Scenario s = bench_scenario();
+  s.strategy.tp = 2;
+  s.strategy.sequence_parallel = true;
+  s.cluster.gpus_per_node = 2;
+  const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
+  auto comms = runtime::make_inproc_world(2, std::chrono::seconds(60));
+  const auto data = runtime::make_synthetic_data(s.model.vocab, 1);
+  std::vector<std::unique_ptr<runtime::Executor>> executors;
+  for (int r = 0; r < 2; ++r) {
+    executors.push_back(std::make_unique<runtime::Executor>(
+        plan, r, *comms[r], *data, runtime::ExecutorOptions{}, c10::Device(c10::kCPU)));
+  }
+  runtime::set_cpu_threads(1);
+  std::int64_t step = 0;
+  for (auto _ : state) {
+    std::vector<std::thread> ranks;
+    for (int r = 0; r < 2; ++r) {
+      ranks.emplace_back([&, r] {
+        benchmark::DoNotOptimize(executors[r]->step(step).loss_sum);
+      });
+    }
+    for (auto& t : ranks) t.join();
+    ++step;
+  }
+  set_counters(state, s);
+}
+BENCHMARK(BM_ExecutorStepTp)->Unit(benchmark::kMillisecond)->MinTime(5.0)->UseRealTime();
 
 }  // namespace
 

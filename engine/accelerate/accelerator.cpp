@@ -132,16 +132,54 @@ void Accelerator::prepare_model(torch::nn::Module& module,
   module.to(device_);  // set_data: the optimizer's parameter handles stay valid
   model_ = &module;
   model_name_ = name;
-  dp_ = std::make_unique<DataParallel>(module, optimizer, *comm_, tracer_, options_, device_);
+  if (options_.tp_size > 1) prepare_tensor_parallel(module);
+  dp_ = std::make_unique<DataParallel>(module, optimizer, *comm_, tracer_, options_, device_,
+                                       dp_group_);
   optimizer_ = std::make_shared<AcceleratedOptimizer>(*this, optimizer);
   tracer_.memory(dp_->memory());
   set_autocast(true);
   mark_forward_start();
 }
 
+void Accelerator::prepare_tensor_parallel(torch::nn::Module& module) {
+  const int tp = options_.tp_size;
+  if (env_.world_size % tp != 0) {
+    throw SpecError("STRATAGEM_TP_SIZE", "tp_size " + std::to_string(tp) +
+                                             " does not divide the job's " +
+                                             std::to_string(env_.world_size) + " processes");
+  }
+  if (options_.tp_plan.empty()) {
+    throw SpecError("tp_plan", "tp_size " + std::to_string(tp) +
+                                   " needs AcceleratorOptions::tp_plan: the ParallelLinear layers "
+                                   "to shard (module path → colwise | rowwise)");
+  }
+  // Every TP rank slices the same model: rank 0's weights and buffers first (DataParallel
+  // then broadcasts the slices within each data-parallel group).
+  {
+    at::NoGradGuard no_grad;
+    for (auto& p : module.parameters()) comm_->broadcast(p.detach(), 0, {})->wait();
+    for (auto& b : module.buffers()) comm_->broadcast(b.detach(), 0, {})->wait();
+  }
+  // Megatron's numbering: TP groups are consecutive ranks, data-parallel groups the ranks of
+  // equal TP index.
+  tp_.comm = comm_.get();
+  tp_.size = tp;
+  tp_.index = env_.rank % tp;
+  tp_.group.ranks.clear();
+  for (int i = 0; i < tp; ++i) tp_.group.ranks.push_back(dp_index() * tp + i);
+  dp_group_.ranks.clear();
+  for (int d = 0; d < dp_size(); ++d) dp_group_.ranks.push_back(d * tp + tp_.index);
+  parallelize_module(module, options_.tp_plan, tp_);
+}
+
 void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
                                          std::shared_ptr<torch::optim::Optimizer> optimizer) {
   if (dp_) throw SpecError("prepare", "one model per Accelerator");
+  if (options_.tp_size > 1) {
+    throw SpecError("STRATAGEM_TP_SIZE",
+                    "the Accelerator's pipelines do not combine with tensor parallelism (run "
+                    "tp_size 1, or a scenario with tp and pp through `stratagem run`)");
+  }
   if (options_.pipeline_stages < 1 || env_.world_size % options_.pipeline_stages != 0) {
     throw SpecError("STRATAGEM_PIPELINE_STAGES",
                     std::to_string(options_.pipeline_stages) + " stages, but the job has " +
@@ -204,8 +242,8 @@ void Accelerator::prepare_data_loader(DataLoaderBase& loader, const std::string&
     throw SpecError(name.empty() ? "prepare_data_loader" : "prepare_data_loader(" + name + ")",
                     "this data loader was prepared already (prepare each loader once)");
   }
-  loader.shard(env_.rank, env_.world_size, options_.split_batches, options_.even_batches,
-               &observer_);
+  // Every TP rank of a group reads the same batch: loaders shard over data-parallel ranks.
+  loader.shard(dp_index(), dp_size(), options_.split_batches, options_.even_batches, &observer_);
   add_loader(loader, name);
 }
 
@@ -343,14 +381,15 @@ at::Tensor Accelerator::gather(const at::Tensor& tensor) {
   std::vector<std::int64_t> shape(t.sizes().begin(), t.sizes().end());
   at::Tensor dims = at::tensor(shape, at::kLong).to(device_);
   at::Tensor hi = dims.clone(), lo = dims.neg();
-  comm_->all_reduce(hi, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
-  comm_->all_reduce(lo, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+  // Over the data-parallel ranks: a TP group's ranks hold the same values.
+  comm_->all_reduce(hi, dp_group_, runtime::ReduceOp::max)->wait();
+  comm_->all_reduce(lo, dp_group_, runtime::ReduceOp::max)->wait();
   if (!at::equal(hi, lo.neg())) {
     throw SpecError("gather", "the tensors' shapes differ between processes");
   }
-  at::Tensor out = at::empty({t.numel() * env_.world_size}, t.options());
-  comm_->all_gather(out, t.reshape({-1}), runtime::GroupSpec{})->wait();
-  shape[0] *= env_.world_size;
+  at::Tensor out = at::empty({t.numel() * dp_size()}, t.options());
+  comm_->all_gather(out, t.reshape({-1}), dp_group_)->wait();
+  shape[0] *= dp_size();
   return out.reshape(shape);
 }
 
@@ -361,10 +400,9 @@ at::Tensor Accelerator::reduce(const at::Tensor& tensor, const std::string& op) 
   at::Tensor t = tensor.detach().to(device_).contiguous().clone();
   if (op == "mean" && !t.is_floating_point()) t = t.to(at::kFloat);
   comm_
-      ->all_reduce(t, runtime::GroupSpec{},
-                   op == "max" ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
+      ->all_reduce(t, dp_group_, op == "max" ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
       ->wait();
-  if (op == "mean") t.div_(env_.world_size);
+  if (op == "mean") t.div_(dp_size());
   return t;
 }
 

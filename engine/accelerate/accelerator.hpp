@@ -335,6 +335,13 @@ class Accelerator {
 
   AcceleratorOptions options_;
   runtime::DistEnv env_;
+  /// Tensor parallelism: this rank's TP group, and the data-parallel group (ranks of equal TP
+  /// index) that gradients, loaders and metrics span; both empty without TP.
+  TpGroup tp_;
+  runtime::GroupSpec dp_group_;
+  int dp_size() const { return env_.world_size / options_.tp_size; }
+  int dp_index() const { return env_.rank / options_.tp_size; }
+  void prepare_tensor_parallel(torch::nn::Module& module);
   c10::Device device_;
   std::unique_ptr<runtime::Communicator> comm_;
   Tracer tracer_;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 #include <ATen/ATen.h>
 
@@ -101,8 +102,8 @@ bool Accelerator::unscale_gradients() {
   if (!scaler_) return false;
   if (unscaled_) return overflow_;
   bool overflow = dp_->found_inf();
-  if (pipeline_) {
-    // Each stage saw only its own gradients: every process skips if any stage overflowed.
+  if (pipeline_ || options_.tp_size > 1) {
+    // Each stage (TP rank) saw only its own gradients: every process skips if any overflowed.
     at::Tensor f = at::tensor({overflow ? 1.0 : 0.0}, at::kDouble).to(device_);
     comm_->all_reduce(f, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
     overflow = f.cpu().item<double>() > 0;
@@ -123,6 +124,11 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
                     "call it after the backward that syncs gradients and before the step "
                     "(if (accelerator.sync_gradients()) ...): during accumulation the "
                     "gradients are partial");
+  }
+  if (options_.tp_size > 1) {
+    throw SpecError("clip_grad_norm_",
+                    "not with tensor parallelism yet (the replicated parameters' share of the "
+                    "norm would count once per TP rank); clip_grad_value_ works");
   }
   set_autocast(false);
   if (unscale_gradients()) {
@@ -211,9 +217,18 @@ std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict() {
   // The parameters are views of flat buffers; sharded strategies gather them after every
   // step, and FULL_SHARD units a forward freed are gathered here.
   if (dp_->fsdp()) dp_->gather_units();
+  // Tensor-parallel layers: their whole weights (an all-gather over the TP group).
+  std::map<std::string, at::Tensor> whole;
+  for (const auto& m : model_->named_modules("", false)) {
+    auto* linear = dynamic_cast<ParallelLinearImpl*>(m.value().get());
+    if (!linear || !linear->sharded()) continue;
+    for (auto& [name, t] : linear->full_parameters()) whole[m.key() + "." + name] = t;
+  }
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (auto& p : model_->named_parameters()) {
-    out.emplace_back(p.key(), p.value().detach().to(at::kCPU).clone());
+    auto it = whole.find(p.key());
+    const at::Tensor& t = it != whole.end() ? it->second : p.value();
+    out.emplace_back(p.key(), t.detach().to(at::kCPU).clone());
   }
   for (auto& b : model_->named_buffers()) out.emplace_back(b.key(), b.value().to(at::kCPU).clone());
   comm_->barrier(runtime::GroupSpec{});

@@ -122,6 +122,9 @@ AcceleratorOptions AcceleratorOptions::from_vars(const std::map<std::string, std
     o.timeout = std::chrono::milliseconds(
         static_cast<std::int64_t>(number("STRATAGEM_TIMEOUT", *v) * 1000));
   }
+  if (const auto* v = get("STRATAGEM_TP_SIZE")) {
+    o.tp_size = static_cast<int>(integer("STRATAGEM_TP_SIZE", *v, 1));
+  }
   if (const auto* v = get("STRATAGEM_PIPELINE_STAGES")) {
     o.pipeline_stages = static_cast<int>(integer("STRATAGEM_PIPELINE_STAGES", *v, 1));
   }

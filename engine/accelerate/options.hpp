@@ -13,7 +13,7 @@
 // (comma-separated type names), STRATAGEM_FSDP_MIN_NUM_PARAMS, STRATAGEM_SPLIT_BATCHES (1),
 // STRATAGEM_EVEN_BATCHES (0 | 1), STRATAGEM_SEED, STRATAGEM_LOG_WITH (jsonl | csv | all),
 // STRATAGEM_PROJECT_DIR, STRATAGEM_DEBUG (1: LibTorch's warnings shown), STRATAGEM_TIMEOUT (seconds), STRATAGEM_PIPELINE_STAGES,
-// STRATAGEM_PIPELINE_SCHEDULE (gpipe | 1f1b), STRATAGEM_PIPELINE_MICRO_BATCHES.
+// STRATAGEM_PIPELINE_SCHEDULE (gpipe | 1f1b), STRATAGEM_PIPELINE_MICRO_BATCHES, STRATAGEM_TP_SIZE.
 // A bad value throws SpecError naming the variable.
 #include <chrono>
 #include <cstdint>
@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/accelerate/tensor_parallel.hpp"
 #include "engine/spec/strategy.hpp"
 
 namespace stratagem::accelerate {
@@ -54,6 +55,11 @@ struct AcceleratorOptions {
   int pipeline_stages = 1;  ///< > 1: prepare() splits a torch::nn::Sequential over processes
   spec::Schedule pipeline_schedule = spec::Schedule::one_f_one_b;
   int pipeline_micro_batches = 0;  ///< 0: as many as stages
+  /// Tensor parallelism (tensor_parallel.hpp): processes per TP group (consecutive ranks, as
+  /// Megatron-LM numbers them), the rest data-parallel over the ranks of equal TP index;
+  /// `tp_plan` names the ParallelLinear layers to shard (set it in code).
+  int tp_size = 1;
+  TpPlan tp_plan;
   /// Profile the first two forwards (FLOPs, allocations per unit) for export_scenario().
   bool measure_model = true;
 

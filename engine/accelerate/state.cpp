@@ -105,6 +105,7 @@ void Accelerator::save_state(const std::string& dir) {
                                    {"version", kVersion},
                                    {"world", world},
                                    {"sharding", spec::to_string(options_.sharding)},
+                                   {"tp_size", options_.tp_size},
                                    {"optimizer_steps", optimizer_steps_},
                                    {"model", model_name_}};
   ckpt::write_manifest(*comm_, sdir, "rank-%d.ckpt", bytes.size(), sum, env_.local_rank == 0,
@@ -124,6 +125,12 @@ void Accelerator::load_state(const std::string& dir) {
     throw SpecError("load_state", sdir + " was written by " +
                                       std::to_string(manifest.at("world").get<int>()) +
                                       " processes, this job has " + std::to_string(world));
+  }
+  if (manifest.value("tp_size", 1) != options_.tp_size) {
+    throw SpecError("load_state", sdir + " was written with tp_size " +
+                                      std::to_string(manifest.value("tp_size", 1)) +
+                                      " (each process's file holds its tensor-parallel slices), "
+                                      "this job runs tp_size " + std::to_string(options_.tp_size));
   }
   if (manifest.at("sharding").get<std::string>() != spec::to_string(options_.sharding)) {
     throw SpecError("load_state", sdir + " was written with sharding " +

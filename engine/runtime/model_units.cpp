@@ -187,13 +187,6 @@ void GptUnits::qkv(const Parts& p, const UnitLayout& l, const at::Tensor& x, at:
   k = linear(p, l, "attn.k", xn).view({b, s, kv_heads, hd}).transpose(1, 2);
   v = linear(p, l, "attn.v", xn).view({b, s, kv_heads, hd}).transpose(1, 2);
   if (rope_cos_.defined()) {
-    auto rotate = [&](const at::Tensor& t) {
-      const std::int64_t half = hd / 2;
-      auto c = rope_cos_.narrow(0, 0, s).to(t.scalar_type());
-      auto sn = rope_sin_.narrow(0, 0, s).to(t.scalar_type());
-      auto t1 = t.narrow(-1, 0, half), t2 = t.narrow(-1, half, half);
-      return at::cat({t1 * c - t2 * sn, t2 * c + t1 * sn}, -1);
-    };
     q = rotate(q);
     k = rotate(k);
   }
@@ -201,6 +194,15 @@ void GptUnits::qkv(const Parts& p, const UnitLayout& l, const at::Tensor& x, at:
     k = k.repeat_interleave(heads / kv_heads, 1);
     v = v.repeat_interleave(heads / kv_heads, 1);
   }
+}
+
+at::Tensor GptUnits::rotate(const at::Tensor& t) const {
+  // [b, heads, s, hd]: rotary positions 0..s-1 (Su et al. 2021, halves rotated as GPT-NeoX).
+  const std::int64_t s = t.size(2), half = t.size(-1) / 2;
+  auto c = rope_cos_.narrow(0, 0, s).to(t.scalar_type());
+  auto sn = rope_sin_.narrow(0, 0, s).to(t.scalar_type());
+  auto t1 = t.narrow(-1, 0, half), t2 = t.narrow(-1, half, half);
+  return at::cat({t1 * c - t2 * sn, t2 * c + t1 * sn}, -1);
 }
 
 at::Tensor GptUnits::attention_core(const at::Tensor& q, const at::Tensor& k,

@@ -119,6 +119,8 @@ class GptUnits {
                     const at::Tensor& x) const;
   void qkv(const Parts& p, const UnitLayout& l, const at::Tensor& x, at::Tensor& q,
            at::Tensor& k, at::Tensor& v) const;
+  /// Rotary positions on [b, heads, s, head_dim] queries or keys.
+  at::Tensor rotate(const at::Tensor& t) const;
   at::Tensor attention_core(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) const;
   at::Tensor block_rest(const Parts& p, const UnitLayout& l, const at::Tensor& x,
                         const at::Tensor& core) const;

@@ -211,15 +211,8 @@ void TpUnitRun::forward_block() {
     auto k = u_.linear(p, layout_, "attn.k", XN1_).view({b_, s_, kv_heads, hd}).transpose(1, 2);
     auto v = u_.linear(p, layout_, "attn.v", XN1_).view({b_, s_, kv_heads, hd}).transpose(1, 2);
     if (u_.rope_cos_.defined()) {
-      auto rotate = [&](const at::Tensor& x) {
-        const std::int64_t half = hd / 2;
-        auto c = u_.rope_cos_.narrow(0, 0, s_).to(x.scalar_type());
-        auto sn = u_.rope_sin_.narrow(0, 0, s_).to(x.scalar_type());
-        auto x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
-        return at::cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1);
-      };
-      q = rotate(q);
-      k = rotate(k);
+      q = u_.rotate(q);
+      k = u_.rotate(k);
     }
     if (kv_heads < heads) {  // grouped-query attention, within the rank's heads
       k = k.repeat_interleave(heads / kv_heads, 1);

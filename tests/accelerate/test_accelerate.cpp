@@ -486,3 +486,46 @@ TEST(Accelerate, BadLaunchFlagsExitTwoNamingTheFlag) {
 
 }  // namespace
 }  // namespace stratagem::test
+
+namespace stratagem::test {
+namespace {
+
+// Tensor parallelism for a user's model (examples/tp_mlp.cpp: ParallelLinear layers and a
+// TP plan): 2 processes in one TP group, and 4 as TP 2 × DDP 2, train the one-process model.
+std::string tp_example() { return std::string(STRATAGEM_EXAMPLES_DIR) + "/tp_mlp"; }
+
+TEST(AccelerateTensorParallel, TpGroupsAndTpTimesDdpTrainLikeOneProcess) {
+  TempDir dir;
+  const std::string args = " --steps 6 --batch 16 --out ";
+  const Job one = launch(kSplit, "--num_processes 1", args + dir / "one.bin", tp_example());
+  ASSERT_EQ(one.code, 0) << one.output;
+  const auto ref = read_floats(dir / "one.bin");
+  ASSERT_FALSE(ref.empty());
+  for (const auto& [procs, name] : {std::pair{2, "tp2.bin"}, std::pair{4, "tp2dp2.bin"}}) {
+    const Job r = launch(kSplit, "--num_processes " + std::to_string(procs) + " --tp_size 2",
+                         args + dir / name, tp_example());
+    ASSERT_EQ(r.code, 0) << r.output;
+    EXPECT_LT(max_abs_diff(read_floats(dir / name), ref), 1e-5) << procs << " processes";
+  }
+}
+
+TEST(AccelerateTensorParallel, ABadPlanIsOneLineNamingTheEntry) {
+  const Job missing =
+      launch("", "--num_processes 2 --tp_size 2", "--steps 1 --plan missing", tp_example());
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.output.find("tp_plan"), std::string::npos) << missing.output;
+  EXPECT_NE(missing.output.find("\"block2.fc_in\" names no module"), std::string::npos)
+      << missing.output;
+  const Job plain =
+      launch("", "--num_processes 2 --tp_size 2", "--steps 1 --plan plain", tp_example());
+  EXPECT_NE(plain.code, 0);
+  EXPECT_NE(plain.output.find("\"head\" is a"), std::string::npos) << plain.output;
+  EXPECT_NE(plain.output.find("not a stratagem::accelerate::ParallelLinear"), std::string::npos)
+      << plain.output;
+  const Job three = launch("", "--num_processes 3 --tp_size 3", "--steps 1", tp_example());
+  EXPECT_NE(three.code, 0);
+  EXPECT_NE(three.output.find("not divisible by tp = 3"), std::string::npos) << three.output;
+}
+
+}  // namespace
+}  // namespace stratagem::test

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engine/plan/builder.hpp"
+#include "engine/runtime/executor_run.hpp"
 #include "engine/spec/error.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
@@ -70,23 +71,7 @@ void expect_same_training(const nlohmann::json& strategy, int world, nlohmann::j
     EXPECT_GT(want, 0) << "rank " << r;
     for (double got : run.results[r].tp_bytes) EXPECT_EQ(got, want) << "rank " << r;
   }
-  const int head = static_cast<int>(ref.params.size()) - 1;
-  for (int u = 0; u <= head; ++u) {
-    at::Tensor got = run.unit_params(u);
-    if (u == head && got.numel() > ref.params[u].numel()) {
-      const std::int64_t own = ref.params[u].numel();
-      const std::int64_t table = s.model.vocab * s.model.hidden;
-      const double copy_diff = (got.narrow(0, own, table) - ref.params[0].narrow(0, 0, table))
-                                   .abs()
-                                   .max()
-                                   .item<double>();
-      EXPECT_LE(copy_diff, kParamAbs) << "the head's copy of the word embeddings";
-      got = got.narrow(0, 0, own);
-    }
-    ASSERT_EQ(got.numel(), ref.params[u].numel()) << "unit " << u;
-    const double diff = (got - ref.params[u]).abs().max().item<double>();
-    EXPECT_LE(diff, kParamAbs) << "unit " << u;
-  }
+  expect_same_params(run, ref.params, s, kParamAbs);
 }
 
 const nlohmann::json kLlama = {{"norm", "rmsnorm"}, {"mlp", "swiglu"}, {"positions", "rotary"},
@@ -144,6 +129,27 @@ TEST(ExecutorTp, TiedOneStage) {
 TEST(ExecutorTp, TiedPipeline) {
   expect_same_training({{"tp", 2}, {"pp", 2}, {"micro_batch_size", 2}, {"grad_accum", 4}}, 4,
                        {{"tied_embeddings", true}});
+}
+
+TEST(ExecutorTp, APlanWhoseChainTheRuntimeDoesNotKnowIsOneClearError) {
+  auto s = tiny_scenario(2, {{"tp", 2}, {"sequence_parallel", true}, {"micro_batch_size", 2}},
+                         with_vocab({}));
+  auto p = plan::build_plan(s, {.fold = false});
+  EXPECT_FALSE(runtime::index_tp_chains(p, 0).empty());
+  for (auto& op : p.ops) {  // rank 0's first TP all-gather becomes an all-reduce
+    auto* c = std::get_if<plan::Collective>(&op.payload);
+    if (op.rank == 0 && c && c->purpose == plan::CommPurpose::tensor_parallel &&
+        c->kind == plan::CollectiveKind::all_gather) {
+      c->kind = plan::CollectiveKind::all_reduce;
+      break;
+    }
+  }
+  try {
+    runtime::index_tp_chains(p, 0);
+    FAIL() << "expected an error";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor-parallel chain"), std::string::npos) << e.what();
+  }
 }
 
 TEST(ExecutorTp, AModelTpDoesNotDivideIsOneClearError) {

@@ -138,6 +138,26 @@ inline InprocRun run_inproc(const spec::Scenario& s, runtime::TrainOptions optio
   return run;
 }
 
+/// Every unit's parameters of `run` (scenario `s`) within `tolerance` of `ref` (one process);
+/// the head's copy of tied word embeddings (pipelines) must equal the embedding's.
+inline void expect_same_params(InprocRun& run, const std::vector<at::Tensor>& ref,
+                               const spec::Scenario& s, double tolerance) {
+  const int head = static_cast<int>(ref.size()) - 1;
+  for (int u = 0; u <= head; ++u) {
+    at::Tensor got = run.unit_params(u);
+    if (u == head && got.numel() > ref[u].numel()) {
+      const std::int64_t own = ref[u].numel();
+      const std::int64_t table = s.model.vocab * s.model.hidden;
+      const double copy_diff =
+          (got.narrow(0, own, table) - ref[0].narrow(0, 0, table)).abs().max().item<double>();
+      EXPECT_LE(copy_diff, tolerance) << "the head's copy of the word embeddings";
+      got = got.narrow(0, 0, own);
+    }
+    ASSERT_EQ(got.numel(), ref[u].numel()) << "unit " << u;
+    EXPECT_LE((got - ref[u]).abs().max().item<double>(), tolerance) << "unit " << u;
+  }
+}
+
 /// AdamW at lr 1e-3: Adam turns rounding noise in gradients that are zero in exact arithmetic
 /// (the attention key bias, which softmax cancels) into updates of about lr·|g|/eps, so the
 /// learning rate bounds how far two summation orders can drift apart.
