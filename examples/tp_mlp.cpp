@@ -8,6 +8,7 @@
 //
 // Flags: --steps N (default 20), --batch B (global per step, default 16), --out params.bin
 // (the main process writes the whole model's parameters, fp32, in named_parameters order),
+// --save_dir D (save_state at the end: each process's TP slices), --resume D (load_state),
 // --plan missing | plain (a deliberately wrong plan, for the tests).
 #include <cstdio>
 #include <fstream>
@@ -83,6 +84,7 @@ int main(int argc, char** argv) {
   auto adam = std::make_shared<torch::optim::Adam>(model->parameters(), torch::optim::AdamOptions(1e-3));
   auto data = acc::make_data_loader(Data(), {.batch_size = batch, .shuffle = true, .seed = 7});
   auto [net, optimizer, loader] = accelerator.prepare(model, adam, data);
+  if (flags.count("--resume")) accelerator.load_state(flags["--resume"]);
 
   while (accelerator.optimizer_steps() < steps) {
     for (auto& b : *loader) {
@@ -100,6 +102,7 @@ int main(int argc, char** argv) {
       if (accelerator.optimizer_steps() >= steps) break;
     }
   }
+  if (flags.count("--save_dir")) accelerator.save_state(flags["--save_dir"]);
   const auto weights = accelerator.get_state_dict();  // collective: whole TP layers
   if (flags.count("--out") && accelerator.is_main_process()) {
     std::ofstream out(flags["--out"], std::ios::binary);

@@ -491,7 +491,8 @@ namespace stratagem::test {
 namespace {
 
 // Tensor parallelism for a user's model (examples/tp_mlp.cpp: ParallelLinear layers and a
-// TP plan): 2 processes in one TP group, and 4 as TP 2 × DDP 2, train the one-process model.
+// TP plan): 2 processes in one TP group, and 4 as TP 2 × DDP 2 (ZeRO-1, FSDP) train the
+// one-process model.
 std::string tp_example() { return std::string(STRATAGEM_EXAMPLES_DIR) + "/tp_mlp"; }
 
 TEST(AccelerateTensorParallel, TpGroupsAndTpTimesDdpTrainLikeOneProcess) {
@@ -501,12 +502,33 @@ TEST(AccelerateTensorParallel, TpGroupsAndTpTimesDdpTrainLikeOneProcess) {
   ASSERT_EQ(one.code, 0) << one.output;
   const auto ref = read_floats(dir / "one.bin");
   ASSERT_FALSE(ref.empty());
-  for (const auto& [procs, name] : {std::pair{2, "tp2.bin"}, std::pair{4, "tp2dp2.bin"}}) {
-    const Job r = launch(kSplit, "--num_processes " + std::to_string(procs) + " --tp_size 2",
-                         args + dir / name, tp_example());
+  // One TP group; TP 2 × DDP 2; torchtitan's 2D (FSDP over the data-parallel ranks); ZeRO-1.
+  for (const std::string flags :
+       {"--num_processes 2", "--num_processes 4", "--num_processes 4 --zero_stage 1",
+        "--num_processes 4 --use_fsdp --fsdp_transformer_layer_cls_to_wrap Block"}) {
+    const std::string out = dir / "tp.bin";
+    const Job r = launch(kSplit, flags + " --tp_size 2", args + out, tp_example());
     ASSERT_EQ(r.code, 0) << r.output;
-    EXPECT_LT(max_abs_diff(read_floats(dir / name), ref), 1e-5) << procs << " processes";
+    EXPECT_LT(max_abs_diff(read_floats(out), ref), 1e-5) << flags;
   }
+}
+
+TEST(AccelerateTensorParallel, StateHoldsTheSlicesAndResumesOnlyWithTheSameTpSize) {
+  TempDir dir;
+  const std::string tp2 = "--num_processes 2 --tp_size 2";
+  const Job straight = launch(kSplit, tp2, "--steps 6 --out " + dir / "straight.bin", tp_example());
+  ASSERT_EQ(straight.code, 0) << straight.output;
+  const Job first = launch(kSplit, tp2, "--steps 3 --save_dir " + dir / "ckpt", tp_example());
+  ASSERT_EQ(first.code, 0) << first.output;
+  const Job resumed = launch(
+      kSplit, tp2, "--steps 6 --resume " + dir / "ckpt" + " --out " + dir / "resumed.bin",
+      tp_example());
+  ASSERT_EQ(resumed.code, 0) << resumed.output;
+  EXPECT_EQ(max_abs_diff(read_floats(dir / "resumed.bin"), read_floats(dir / "straight.bin")), 0);
+  const Job other =
+      launch(kSplit, "--num_processes 2", "--steps 6 --resume " + dir / "ckpt", tp_example());
+  EXPECT_NE(other.code, 0);
+  EXPECT_NE(other.output.find("written with tp_size 2"), std::string::npos) << other.output;
 }
 
 TEST(AccelerateTensorParallel, ABadPlanIsOneLineNamingTheEntry) {
