@@ -16,25 +16,7 @@ constexpr int kSteps = 5;
 constexpr double kLossRel = 1e-5;
 constexpr double kParamAbs = 1e-5;
 
-struct Reference {
-  std::vector<double> losses;
-  std::vector<at::Tensor> params;
-};
-
-// One process, 4 micro-batches of 2: the global batch of 8 every strategy below splits.
-const Reference& reference(const nlohmann::json& model = {}) {
-  static std::map<std::string, Reference> cache;
-  auto& ref = cache[model.dump()];
-  if (ref.losses.empty()) {
-    auto s = tiny_scenario(1, {{"micro_batch_size", 2}, {"grad_accum", 4}}, model);
-    auto run = run_inproc(s, train_options(kSteps));
-    ref.losses = run.results[0].losses;
-    for (int u = 0; u < static_cast<int>(s.model.layers) + 2; ++u) {
-      ref.params.push_back(run.unit_params(u));
-    }
-  }
-  return ref;
-}
+const Reference& reference(const nlohmann::json& model = {}) { return one_process(model, kSteps); }
 
 void expect_same_training(const nlohmann::json& strategy, int world,
                           const nlohmann::json& model = {}, int nodes = 1) {

@@ -25,24 +25,7 @@ nlohmann::json with_vocab(nlohmann::json model) {
   return model;
 }
 
-struct Reference {
-  std::vector<double> losses;
-  std::vector<at::Tensor> params;
-};
-
-const Reference& reference(const nlohmann::json& model) {
-  static std::map<std::string, Reference> cache;
-  auto& ref = cache[model.dump()];
-  if (ref.losses.empty()) {
-    auto s = tiny_scenario(1, {{"micro_batch_size", 2}, {"grad_accum", 4}}, model);
-    auto run = run_inproc(s, train_options(kSteps));
-    ref.losses = run.results[0].losses;
-    for (int u = 0; u < static_cast<int>(s.model.layers) + 2; ++u) {
-      ref.params.push_back(run.unit_params(u));
-    }
-  }
-  return ref;
-}
+const Reference& reference(const nlohmann::json& model) { return one_process(model, kSteps); }
 
 // The plan's TP collective bytes of `rank` (what the runtime must measure per step).
 double plan_tp_bytes(const plan::StepPlan& p, int rank) {

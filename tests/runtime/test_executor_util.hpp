@@ -2,6 +2,7 @@
 // Helpers for executor tests: a tiny GPT scenario on a CPU "cluster" of n ranks, and training
 // it with one thread per rank over the in-process communicator.
 #include <exception>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -167,6 +168,27 @@ inline runtime::TrainOptions train_options(int steps, double lr = 1e-3) {
   o.optimizer = runtime::OptimizerConfig::defaults(spec::Optimizer::adamw, lr);
   o.timeout = std::chrono::seconds(60);
   return o;
+}
+
+struct Reference {
+  std::vector<double> losses;
+  std::vector<at::Tensor> params;
+};
+
+/// One process, 4 micro-batches of 2 (the global batch of 8 the strategy tests split) of the
+/// tiny model with `model`'s keys, trained `steps` steps: its losses and unit parameters.
+inline const Reference& one_process(const nlohmann::json& model, int steps) {
+  static std::map<std::string, Reference> cache;
+  auto& ref = cache[model.dump() + "/" + std::to_string(steps)];
+  if (ref.losses.empty()) {
+    auto s = tiny_scenario(1, {{"micro_batch_size", 2}, {"grad_accum", 4}}, model);
+    auto run = run_inproc(s, train_options(steps));
+    ref.losses = run.results[0].losses;
+    for (int u = 0; u < static_cast<int>(s.model.layers) + 2; ++u) {
+      ref.params.push_back(run.unit_params(u));
+    }
+  }
+  return ref;
 }
 
 }  // namespace stratagem::test
