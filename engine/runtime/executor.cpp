@@ -228,9 +228,14 @@ void Executor::Run::start_collective(OpId id) {
     case plan::CollectiveKind::broadcast:
       throw RuntimeError("the runtime has no use for " + describe_op(plan, id));
   }
+  issued(id);
+}
+
+void Executor::Run::issued(OpId id) {
+  const plan::Op& op = plan.ops[id];
   busy[static_cast<int>(op.stream)] = id;
   ++head[static_cast<int>(op.stream)];
-  watcher.watch(id, r.work);
+  watcher.watch(id, ops[id].work);
   sample_memory();
 }
 

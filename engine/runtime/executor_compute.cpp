@@ -85,26 +85,22 @@ void Executor::Run::forward(const plan::Op& op, const plan::Compute& c) {
 }
 
 void Executor::Run::recompute(const plan::Op& op, const plan::Compute& c) {
-  if (units.tensor_parallel()) {  // selective: the attention cores, no communication
-    for (int u = c.unit_begin; u < c.unit_end; ++u) {
-      auto it = tp_runs.find(unit_key(c.microbatch, u));
+  for (int u = c.unit_begin; u < c.unit_end; ++u) {
+    const auto key = unit_key(c.microbatch, u);
+    const std::int64_t before = meter.live_bytes();
+    if (units.tensor_parallel()) {  // selective: the attention cores, no communication
+      auto it = tp_runs.find(key);
       if (it == tp_runs.end())
         throw RuntimeError(describe_op(plan, op.id) + ": no forward to rebuild");
-      const std::int64_t before = meter.live_bytes();
       it->second->recompute_core();
-      const double kept = static_cast<double>(meter.live_bytes() - before);
-      act_bytes[unit_key(c.microbatch, u)] += kept;
-      activation_bytes += kept;
+    } else {
+      auto it = acts.find(key);
+      if (it == acts.end())
+        throw RuntimeError(describe_op(plan, op.id) + ": no forward to rebuild");
+      units.recompute(it->second, state.unit_params(u));
     }
-    return;
-  }
-  for (int u = c.unit_begin; u < c.unit_end; ++u) {
-    auto it = acts.find(unit_key(c.microbatch, u));
-    if (it == acts.end()) throw RuntimeError(describe_op(plan, op.id) + ": no forward to rebuild");
-    const std::int64_t before = meter.live_bytes();
-    units.recompute(it->second, state.unit_params(u));
     const double kept = static_cast<double>(meter.live_bytes() - before);
-    act_bytes[unit_key(c.microbatch, u)] += kept;
+    act_bytes[key] += kept;
     activation_bytes += kept;
   }
 }

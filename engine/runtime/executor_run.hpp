@@ -102,6 +102,8 @@ struct Executor::Run {
   /// (plan::Unit::gather_params): the head of a one-stage tied model under ZeRO-3/FULL_SHARD.
   bool gathers_table(int u0, int u1) const;
   void start_collective(OpId id);
+  /// A collective just handed to the communicator: its stream is busy until it completes.
+  void issued(OpId id);
   void post_p2p(OpId id);
   void complete(OpId id, Clock::time_point when);
   bool issue_ready();

@@ -36,22 +36,22 @@ std::unordered_map<OpId, TpChainOp> index_tp_chains(const plan::StepPlan& plan, 
   const plan::TpChains chains(plan.scenario);
   const int head = static_cast<int>(plan.layout.units.size()) - 1;
   const auto ids = rank_ops(plan, rank);
+  // A selective recomputation step is not split (the attention core needs no communication).
+  const bool selective =
+      spec::effective_recompute(plan.scenario.strategy) != spec::Recompute::full;
   for (std::size_t i = 0; i < ids.size();) {
     const plan::Op& first = plan.ops[ids[i]];
     const plan::Compute* fc = chain_compute(first);
     const plan::Collective* fl = tp_collective(first);
-    const bool selective_recompute = fc && fc->phase == plan::Phase::recompute &&
-                                     spec::effective_recompute(plan.scenario.strategy) !=
-                                         spec::Recompute::full;
-    if ((!fc && !fl) || selective_recompute) {
+    if ((!fc && !fl) || (fc && fc->phase == plan::Phase::recompute && selective)) {
       ++i;
       continue;
     }
     const int unit = fc ? fc->unit_begin : fl->unit_begin;
-    // The chain's direction is its first compute piece's.
+    // The chain's direction is its first compute piece's (every chain has one).
     const plan::Compute* compute = nullptr;
     OpId compute_id = plan::kNoOp;
-    for (std::size_t k = i; k < ids.size() && k < i + 16 && !compute; ++k) {
+    for (std::size_t k = i; k < ids.size() && !compute; ++k) {
       if (const auto* c = chain_compute(plan.ops[ids[k]])) {
         compute = c;
         compute_id = ids[k];
@@ -167,10 +167,7 @@ void Executor::Run::tp_after(const plan::Op& op, const plan::Compute& c, TpUnitR
           produced[op.id] = x;
         }
       }
-      if (run.needs_recompute() &&
-          spec::effective_recompute(plan.scenario.strategy) == spec::Recompute::full) {
-        run.drop_forward_state();
-      }
+      run.drop_forward_state();
       const double kept = static_cast<double>(meter.live_bytes() - tp_live_before[key]);
       act_bytes[key] = kept;
       activation_bytes += kept;
@@ -252,10 +249,7 @@ void Executor::Run::start_tp_collective(OpId id) {
   out.tp_bytes += static_cast<double>(c.kind == plan::CollectiveKind::all_gather
                                           ? r.keep[0].nbytes()
                                           : send.input.nbytes());
-  busy[static_cast<int>(op.stream)] = id;
-  ++head[static_cast<int>(op.stream)];
-  watcher.watch(id, r.work);
-  sample_memory();
+  issued(id);
 }
 
 void Executor::Run::complete_tp_collective(OpId id) {
@@ -317,9 +311,7 @@ void Executor::Run::start_sequence_parallel_sync(OpId id) {
   begin(id);
   r.keep = {buffer};
   r.work = ex.comm_.all_reduce(buffer, GroupSpec{plan.groups[c.group].ranks}, ReduceOp::sum);
-  busy[static_cast<int>(op.stream)] = id;
-  ++head[static_cast<int>(op.stream)];
-  watcher.watch(id, r.work);
+  issued(id);
 }
 
 void Executor::Run::complete_sequence_parallel_sync(OpId id) {

@@ -92,7 +92,6 @@ TpSend TpUnitRun::collective_input(plan::CollectiveKind kind) {
                                                : std::string("expects a ") + plan::to_string(program_[at_].kind)));
   }
   TpSend out;
-  out.kind = kind;
   out.op = program_[at_].op;
   out.input = program_[at_].send();
   return out;

@@ -45,7 +45,6 @@ namespace stratagem::runtime {
 /// all-reduce reduces it in place; a reduce-scatter's output is 1/tp of it, an
 /// all-gather's tp times it, ranks' blocks in TP-group order).
 struct TpSend {
-  plan::CollectiveKind kind = plan::CollectiveKind::all_reduce;
   ReduceOp op = ReduceOp::sum;
   at::Tensor input;
 };
@@ -76,12 +75,12 @@ class TpUnitRun {
   // ---- forward -------------------------------------------------------------------------------
   at::Tensor output() const;  ///< hidden states in boundary dtype (not the head)
   double loss() const { return loss_; }
-  bool needs_recompute() const { return recompute_ != spec::Recompute::none; }
   /// Full recomputation: the forward chain again, with a graph (its collectives included).
   void begin_recompute(const at::Tensor& params);
   /// Selective recomputation: rebuilds the attention core (local, no communication).
   void recompute_core();
-  /// Full recomputation: once the forward chain is over, keeps only the input.
+  /// Under full recomputation, once the forward chain is over, keeps only the input (else
+  /// nothing).
   void drop_forward_state();
 
   // ---- backward ------------------------------------------------------------------------------

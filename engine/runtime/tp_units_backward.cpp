@@ -141,6 +141,7 @@ void TpUnitRun::backward_head() {
 }
 
 void TpUnitRun::drop_forward_state() {
+  if (recompute_ != spec::Recompute::full) return;
   for (at::Tensor* t : {&P_, &B_, &X_, &xn1_, &XN1_, &po_, &O_, &a_, &A_, &an_, &AN_, &pd_, &D_,
                         &y_, &e_, &W_, &x_, &xn_, &XN_, &logits_, &m_, &shifted_, &pred_, &T_,
                         &se_, &S_, &loss_t_, &params_}) {

@@ -23,13 +23,7 @@ void expect_same_training(const nlohmann::json& strategy, int world,
   const auto& ref = reference(model);
   auto s = tiny_scenario(world, strategy, model, 8, nodes);
   auto run = run_inproc(s, train_options(kSteps));
-  for (int r = 0; r < world; ++r) {
-    ASSERT_EQ(run.results[r].losses.size(), ref.losses.size());
-    for (std::size_t i = 0; i < ref.losses.size(); ++i) {
-      EXPECT_NEAR(run.results[r].losses[i], ref.losses[i], kLossRel * std::abs(ref.losses[i]))
-          << "rank " << r << " step " << i;
-    }
-  }
+  expect_same_losses(run, ref.losses, kLossRel);
   expect_same_params(run, ref.params, s, kParamAbs);
 }
 

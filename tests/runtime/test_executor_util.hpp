@@ -1,6 +1,7 @@
 #pragma once
 // Helpers for executor tests: a tiny GPT scenario on a CPU "cluster" of n ranks, and training
 // it with one thread per rank over the in-process communicator.
+#include <cmath>
 #include <exception>
 #include <map>
 #include <memory>
@@ -137,6 +138,17 @@ inline InprocRun run_inproc(const spec::Scenario& s, runtime::TrainOptions optio
     if (e) std::rethrow_exception(e);
   }
   return run;
+}
+
+/// Every rank's per-step losses of `run` within `rel` (relative) of `ref`.
+inline void expect_same_losses(const InprocRun& run, const std::vector<double>& ref, double rel) {
+  for (std::size_t r = 0; r < run.results.size(); ++r) {
+    ASSERT_EQ(run.results[r].losses.size(), ref.size());
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      EXPECT_NEAR(run.results[r].losses[i], ref[i], rel * std::abs(ref[i]))
+          << "rank " << r << " step " << i;
+    }
+  }
 }
 
 /// Every unit's parameters of `run` (scenario `s`) within `tolerance` of `ref` (one process);
