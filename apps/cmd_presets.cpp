@@ -73,18 +73,25 @@ void print_gpus() {
 }
 
 void print_clusters() {
-  std::printf("%-24s %6s %-14s %18s %18s\n", "cluster", "GPUs", "gpu", "intra GB/s (us)",
-              "inter GB/s (us)");
+  // A link: line rate, NCCL's achieved fraction of it where stated, latency.
+  auto link = [](const spec::LinkSpec& l, char* out, std::size_t size) {
+    if (l.efficiency != 1.0) {
+      std::snprintf(out, size, "%g x%g (%g)", l.bandwidth / units::kGB, l.efficiency,
+                    l.latency / units::kMicro);
+    } else {
+      std::snprintf(out, size, "%g (%g)", l.bandwidth / units::kGB, l.latency / units::kMicro);
+    }
+  };
+  std::printf("%-24s %6s %-14s %22s %22s\n", "cluster", "GPUs", "gpu", "intra GB/s x eff (us)",
+              "inter GB/s x eff (us)");
   for (const auto& name : spec::preset_names(PresetKind::cluster)) {
     const auto c = spec::parse_cluster(spec::resolve_preset(PresetKind::cluster, name, name), name);
     char gpus[32], intra[32], inter[32];
     std::snprintf(gpus, sizeof gpus, "%dx%d", c.nodes, c.gpus_per_node);
-    std::snprintf(intra, sizeof intra, "%g (%g)", c.intra_node.bandwidth / units::kGB,
-                  c.intra_node.latency / units::kMicro);
+    link(c.intra_node, intra, sizeof intra);
     const bool has_inter = spec::preset(PresetKind::cluster, name, name).contains("inter_node");
-    std::snprintf(inter, sizeof inter, "%g (%g)", c.inter_node.bandwidth / units::kGB,
-                  c.inter_node.latency / units::kMicro);
-    std::printf("%-24s %6s %-14s %18s %18s%s\n", name.c_str(), gpus, c.gpu.name.c_str(), intra,
+    link(c.inter_node, inter, sizeof inter);
+    std::printf("%-24s %6s %-14s %22s %22s%s\n", name.c_str(), gpus, c.gpu.name.c_str(), intra,
                 has_inter ? inter : "-",
                 c.nvlink_domain_gpus > 0
                     ? ("  NVLink domain " + std::to_string(c.nvlink_domain_gpus) + " GPUs").c_str()

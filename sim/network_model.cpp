@@ -43,7 +43,7 @@ units::Seconds beta(units::Bytes bytes, const spec::LinkSpec& link, LinkKind kin
                                                  : "cluster.inter_node.bandwidth_GBps",
                     "must be > 0: the plan sends data over this link");
   }
-  return bytes / link.bandwidth;
+  return bytes / link.effective_bandwidth();
 }
 
 }  // namespace

@@ -309,6 +309,12 @@ LinkSpec parse_link(const nlohmann::json& object, const std::string& path) {
   LinkSpec l;
   l.bandwidth = units::gbps_to_bytes_per_s(r.number("bandwidth_GBps", 1e-6, 1e6));
   l.latency = units::us_to_s(r.number_or("latency_us", 0.0, 0, 1e7));
+  if (const nlohmann::json* eff = r.find("efficiency")) {
+    ObjectReader e(*eff, r.child_path("efficiency"));
+    e.allow({"source"});
+    l.efficiency = e.number("value", 0.05, 1.0);
+    e.finish();
+  }
   r.finish();
   return l;
 }
@@ -417,8 +423,10 @@ nlohmann::json to_json(const GpuSpec& g) {
 
 nlohmann::json to_json(const ClusterSpec& c) {
   auto link = [](const LinkSpec& l) {
-    return nlohmann::json{{"bandwidth_GBps", l.bandwidth / units::kGB},
-                          {"latency_us", l.latency / units::kMicro}};
+    nlohmann::json j{{"bandwidth_GBps", l.bandwidth / units::kGB},
+                     {"latency_us", l.latency / units::kMicro}};
+    if (l.efficiency != 1.0) j["efficiency"] = {{"value", l.efficiency}};
+    return j;
   };
   nlohmann::json j = {{"name", c.name},
                       {"nodes", c.nodes},

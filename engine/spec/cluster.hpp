@@ -120,8 +120,13 @@ std::optional<double> attention_curves_efficiency(const std::vector<AttentionCur
                                                   double head_dim, bool causal, double seq);
 
 struct LinkSpec {
-  units::BytesPerS bandwidth = 0;  ///< per GPU, per direction
+  units::BytesPerS bandwidth = 0;  ///< per GPU, per direction: the line rate
   units::Seconds latency = 0;
+  /// Fraction of `bandwidth` NCCL's collectives move payload at on large messages (nccl-tests'
+  /// bus bandwidth over the line rate: NVLink's packet headers and flow control, the NIC's
+  /// protocol overhead); the α-β model's β uses bandwidth · efficiency. 1: the line rate.
+  double efficiency = 1.0;
+  units::BytesPerS effective_bandwidth() const { return bandwidth * efficiency; }
 };
 
 /// One measured operation: time(S) = alpha_s + bus_factor(op, n) · S / bus_bandwidth for a

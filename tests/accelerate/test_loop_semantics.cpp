@@ -111,7 +111,9 @@ TEST(LoopSemantics, NoSyncAccumulatesLikeOneProcess) {
   ASSERT_EQ(one.code, 0) << one.output;
   ASSERT_EQ(two.code, 0) << two.output;
   EXPECT_EQ(steps_of(one.output).size(), 20u);  // every third of 30 batches steps, twice
-  EXPECT_LT(max_abs_diff(read_floats(dir / "1"), read_floats(dir / "2")), 1e-6);
+  // fp32 sums in another order over 20 steps: the strategy tests' 1e-5 (1.1e-6 on one VM's
+  // OpenBLAS kernels, under 1e-6 on another's).
+  EXPECT_LT(max_abs_diff(read_floats(dir / "1"), read_floats(dir / "2")), 1e-5);
 }
 
 TEST(LoopSemantics, ClipGradValueMatchesOneProcess) {

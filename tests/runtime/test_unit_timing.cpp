@@ -21,7 +21,8 @@ TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
     EXPECT_GT(v, 0);
   }
   EXPECT_GT(m.block_forward, m.embedding_forward);  // GEMMs against a table lookup
-  EXPECT_GT(m.block_backward, m.block_forward);     // two GEMMs per forward GEMM
+  // (backward > forward, two GEMMs per forward GEMM, is a timing the machine's other load can
+  // invert at two repetitions: not asserted; the benchmarks time units.)
   EXPECT_LT(m.optimizer_per_param, 1e-6);           // AdamW: nanoseconds per parameter
 }
 

@@ -96,6 +96,20 @@ TEST(NetworkModel, FastestPicksTreeForSmallMessagesRingForLarge) {
   EXPECT_DOUBLE_EQ(l.total_s(), ring.latency_s + ring.transfer_s);
 }
 
+// β terms run at bandwidth · efficiency (NCCL's bus bandwidth); latencies are unchanged.
+TEST(NetworkModel, LinkEfficiencyScalesTransfersNotLatency) {
+  spec::LinkSpec slow = kLink;
+  slow.efficiency = 0.8;
+  for (int n : {2, 8}) {
+    const CommPhase full = ring_all_reduce(n, S, kLink, kIntra);
+    const CommPhase p = ring_all_reduce(n, S, slow, kIntra);
+    EXPECT_DOUBLE_EQ(p.transfer_s, full.transfer_s / 0.8) << n;
+    EXPECT_DOUBLE_EQ(p.latency_s, full.latency_s) << n;
+  }
+  AlphaBetaNetwork net(slow, slow, Algorithm::ring);
+  EXPECT_DOUBLE_EQ(net.p2p(true, S).total_s(), S / (0.8 * B) + A);
+}
+
 TEST(NetworkModel, PointToPoint) {
   const spec::LinkSpec inter{25e9, 5e-6};
   AlphaBetaNetwork net(kLink, inter, Algorithm::ring);

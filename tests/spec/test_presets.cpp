@@ -203,6 +203,41 @@ TEST(Presets, ClusterLinks) {
   EXPECT_GE(cpu.gpus_per_node, 2);
 }
 
+// NCCL's achieved bus bandwidth over each link's line rate (sources in clusters.json):
+// NVLink 3 230 of 300 GB/s, NVLink 4 370 of 450, HDR 24 of 25, NDR 47 of 50.
+TEST(Presets, LinkEfficienciesAreNcclsBusBandwidthOverTheLineRate) {
+  const ClusterSpec a100 = cluster("dgx-a100-80gb");
+  EXPECT_DOUBLE_EQ(a100.intra_node.efficiency, 0.767);
+  EXPECT_DOUBLE_EQ(a100.inter_node.efficiency, 0.96);
+  const ClusterSpec h100 = cluster("dgx-h100");
+  EXPECT_DOUBLE_EQ(h100.intra_node.efficiency, 0.822);
+  EXPECT_DOUBLE_EQ(h100.inter_node.efficiency, 0.94);
+  EXPECT_NEAR(h100.intra_node.effective_bandwidth(), 370 * units::kGB, 0.5 * units::kGB);
+  // PCIe figures are already effective ones; the CPU's link was measured.
+  EXPECT_EQ(cluster("pcie-workstation-4x4090").intra_node.efficiency, 1.0);
+  EXPECT_EQ(cluster("laptop-cpu").intra_node.efficiency, 1.0);
+  // Overriding a link's bandwidth keeps the preset's efficiency; a bad one names its path.
+  const ClusterSpec faster = parse_cluster(
+      resolve_preset(PresetKind::cluster,
+                     {{"preset", "dgx-h100"}, {"intra_node", {{"bandwidth_GBps", 900}}}},
+                     "cluster"),
+      "cluster");
+  EXPECT_EQ(faster.intra_node.bandwidth, 900 * units::kGB);
+  EXPECT_DOUBLE_EQ(faster.intra_node.efficiency, 0.822);
+  try {
+    parse_cluster(resolve_preset(PresetKind::cluster,
+                                 {{"preset", "dgx-h100"},
+                                  {"inter_node", {{"efficiency", {{"value", 1.5}}}}}},
+                                 "cluster"),
+                  "cluster");
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "cluster.inter_node.efficiency.value");
+  }
+  // It survives the JSON round trip of a resolved cluster (results record it).
+  EXPECT_DOUBLE_EQ(parse_cluster(to_json(h100), "cluster").intra_node.efficiency, 0.822);
+}
+
 TEST(Presets, OverrideKeepsTheRest) {
   const ClusterSpec two = parse_cluster(
       resolve_preset(PresetKind::cluster, {{"preset", "dgx-h100"}, {"nodes", 2}}, "cluster"),
