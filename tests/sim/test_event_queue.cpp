@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
+#include <utility>
+
 #include "sim/event_queue.hpp"
 
 namespace stratagem::sim {
@@ -22,6 +26,34 @@ TEST(EventQueue, ManyTiesKeepInsertionOrder) {
   EventQueue q;
   for (int i = 0; i < 1000; ++i) q.push(3.0, 0, i);
   for (int i = 0; i < 1000; ++i) ASSERT_EQ(q.pop().index, i);
+}
+
+// Pushes and pops interleaved at random (few distinct times, so many ties): every pop is the
+// earliest (time, push order) still queued, as a sorted reference says.
+TEST(EventQueue, InterleavedPushAndPopMatchASortedReference) {
+  std::mt19937 rng(7);
+  EventQueue q;
+  std::vector<std::pair<double, int>> ref;  // (time, push number) still queued
+  int pushed = 0;
+  for (int step = 0; step < 20000; ++step) {
+    if (ref.empty() || rng() % 3 != 0) {
+      const double t = static_cast<double>(rng() % 50);
+      q.push(t, 0, pushed);
+      ref.emplace_back(t, pushed++);
+    } else {
+      const auto it = std::min_element(ref.begin(), ref.end());
+      const Event e = q.pop();
+      ASSERT_EQ(e.index, it->second) << "step " << step;
+      ASSERT_EQ(e.time_s, it->first);
+      ref.erase(it);
+    }
+    ASSERT_EQ(q.size(), ref.size());
+  }
+  while (!q.empty()) {
+    const auto it = std::min_element(ref.begin(), ref.end());
+    ASSERT_EQ(q.pop().index, it->second);
+    ref.erase(it);
+  }
 }
 
 TEST(EventQueue, ClearRestartsSequence) {
