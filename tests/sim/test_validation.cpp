@@ -2,6 +2,7 @@
 // comparison's sign convention, and the summary statistics.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <fstream>
 
 #include "engine/spec/error.hpp"
@@ -64,6 +65,27 @@ TEST(ValidateMeasured, ReadsRunsAndLocatesErrors) {
     EXPECT_NE(std::string(e.what()).find("cluster"), std::string::npos) << e.what();
   }
   EXPECT_THROW(load_measured_runs(testing::TempDir() + "/none.jsonl"), SpecError);
+}
+
+// Every shipped table of measured runs (validation/*.jsonl) reads, each row with its notes, and
+// every row simulates to a positive prediction.
+TEST(ValidateMeasured, ShippedTablesLoadAndSimulate) {
+  int files = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::string(STRATAGEM_SOURCE_DIR) + "/validation")) {
+    if (entry.path().extension() != ".jsonl") continue;
+    ++files;
+    const auto runs = load_measured_runs(entry.path().string());
+    ASSERT_FALSE(runs.empty()) << entry.path();
+    const auto rows = compare_with_measured(runs);
+    ASSERT_EQ(rows.size(), runs.size()) << entry.path();
+    for (const auto& r : rows) EXPECT_GT(r.predicted, 0) << r.id;
+    std::ifstream in(entry.path());
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty()) EXPECT_NE(line.find(R"("notes")"), std::string::npos) << line.substr(0, 80);
+    }
+  }
+  EXPECT_GE(files, 2);  // llm-foundry, megatron-bridge
 }
 
 TEST(ValidateMeasured, SummaryStatistics) {
