@@ -165,7 +165,7 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
   if (!dynamic_cast<const RooflineModel*>(models.compute.get())) return 0;
   const auto& st = s.strategy;
   const auto units = plan::make_units(s);
-  const auto split = plan::split_stages(static_cast<int>(s.model.layers), st.pp, st.chunks);
+  const auto split = plan::split_stages(s.model.layers, st);
   const double m = st.grad_accum;
   const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
   const int head = static_cast<int>(units.size()) - 1;

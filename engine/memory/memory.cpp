@@ -81,7 +81,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 MemoryReport estimate_memory(const spec::Scenario& s) {
   const spec::StrategySpec& st = s.strategy;
   const std::vector<plan::Unit> units = plan::make_units(s);
-  const auto split = plan::split_stages(static_cast<int>(s.model.layers), st.pp, st.chunks);
+  const auto split = plan::split_stages(s.model.layers, st);
   MemoryReport report;
   report.scenario_name = s.name;
   report.gpu_name = s.cluster.gpu.name;

@@ -19,7 +19,7 @@ void make_layout(BuildContext& ctx) {
   L.gpus_per_node = s.cluster.gpus_per_node;
   L.nodes = s.cluster.nodes;
   L.units = make_units(s);
-  L.stage_chunk_units = split_stages(static_cast<int>(s.model.layers), st.pp, st.chunks);
+  L.stage_chunk_units = split_stages(s.model.layers, st);
   L.coords.resize(L.world);
   for (int r = 0; r < L.world; ++r) {
     auto& c = L.coords[r];

@@ -64,13 +64,26 @@ void validate(Scenario& s) {
   }
   if (st.schedule == Schedule::interleaved) {
     if (st.pp < 2) throw SpecError("strategy.schedule", "the interleaved schedule needs pp >= 2");
-    if (s.model.layers % st.pp != 0 || (s.model.layers / st.pp) % st.chunks != 0) {
+    // Megatron divides the layers, with the embedding and loss where they count as layers.
+    const std::int64_t layers = st.split_layers(s.model.layers);
+    const std::string counted =
+        layers == s.model.layers
+            ? " layers"
+            : " layer-equivalents (" + str(s.model.layers) + " blocks" +
+                  (st.embedding_as_layer ? " + embedding" : "") +
+                  (st.loss_as_layer ? " + loss" : "") + ")";
+    if (layers % st.pp != 0 || (layers / st.pp) % st.chunks != 0) {
       throw SpecError("strategy.chunks",
                       "chunks = " + str(st.chunks) + " must divide the layers per stage (" +
-                          str(s.model.layers) + " layers / pp " + str(st.pp) +
-                          (s.model.layers % st.pp ? ", which is not whole)"
-                                                  : " = " + str(s.model.layers / st.pp) + ")"));
+                          str(layers) + counted + " / pp " + str(st.pp) +
+                          (layers % st.pp ? ", which is not whole)"
+                                          : " = " + str(layers / st.pp) + ")"));
     }
+  }
+  if ((st.embedding_as_layer || st.loss_as_layer) && st.pp < 2) {
+    throw SpecError(st.embedding_as_layer ? "strategy.account_for_embedding_in_pipeline_split"
+                                          : "strategy.account_for_loss_in_pipeline_split",
+                    "counts in the pipeline split, which needs pp >= 2");
   }
   // Batch arithmetic: global_batch = micro_batch_size × grad_accum × dp; either of
   // global_batch and grad_accum may be left out and derived.

@@ -167,6 +167,8 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   if (s.schedule == Schedule::interleaved && s.chunks < 2) {
     throw SpecError(r.child_path("chunks"), "the interleaved schedule needs chunks >= 2");
   }
+  s.embedding_as_layer = r.boolean_or("account_for_embedding_in_pipeline_split", false);
+  s.loss_as_layer = r.boolean_or("account_for_loss_in_pipeline_split", false);
   s.micro_batch_size = static_cast<int>(r.integer_or("micro_batch_size", 1, 1, 1 << 24));
   s.grad_accum = static_cast<int>(r.integer_or("grad_accum", 0, 1, kMaxMicroBatches));  // 0: derive
   s.sharding = r.has("sharding") ? parse_sharding(r.string("sharding"), r.child_path("sharding"))
@@ -279,6 +281,8 @@ nlohmann::json to_json(const StrategySpec& s) {
                       {"prefetch", s.prefetch},
                       {"master_weights", s.master_weights}};
   if (s.schedule == Schedule::interleaved) j["chunks"] = s.chunks;
+  if (s.embedding_as_layer) j["account_for_embedding_in_pipeline_split"] = true;
+  if (s.loss_as_layer) j["account_for_loss_in_pipeline_split"] = true;
   if (s.tp > 1) j["tp"] = s.tp;
   if (s.sequence_parallel) j["sequence_parallel"] = true;
   if (s.cp > 1) j["cp"] = s.cp;

@@ -76,6 +76,15 @@ struct StrategySpec {
   AttentionKernel attention_kernel = AttentionKernel::fa2;
   Schedule schedule = Schedule::one_f_one_b;
   int chunks = 1;  ///< virtual stages per rank (interleaved)
+  /// Megatron-LM's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split:
+  /// the embedding (the LM head and loss) counts as one transformer layer when the layers are
+  /// divided over the (virtual) pipeline stages, so the first (last) stage holds one block fewer.
+  bool embedding_as_layer = false;
+  bool loss_as_layer = false;
+  /// Layer-equivalents the pipeline split divides: the blocks plus the counted embedding and loss.
+  std::int64_t split_layers(std::int64_t blocks) const {
+    return blocks + (embedding_as_layer ? 1 : 0) + (loss_as_layer ? 1 : 0);
+  }
   int micro_batch_size = 1;
   int grad_accum = 1;  ///< micro-batches per optimizer step per pipeline
   Sharding sharding = Sharding::none;

@@ -360,6 +360,56 @@ TEST(Builder, SplitStagesPutsEmbeddingFirstAndHeadLast) {
   EXPECT_EQ(split[3][0], (std::pair<int, int>{9, 12}));
 }
 
+// Megatron-LM's account_for_embedding/loss_in_pipeline_split: Llama 3.1 405B's 126 blocks plus
+// embedding and loss are 128 layer-equivalents, 2 per virtual stage of pp 8 × 8 chunks: the
+// first holds the embedding and block 1, the last block 126 and the head; without the flags
+// 126 blocks do not divide by the 64 virtual stages and an interleaved scenario is refused.
+TEST(Builder, SplitStagesCountsEmbeddingAndLossAsLayersAsMegatron) {
+  const auto split = plan::split_stages(126, 8, 8, true, true);
+  EXPECT_EQ(split[0][0], (std::pair<int, int>{0, 2}));     // embedding, block 1
+  EXPECT_EQ(split[1][0], (std::pair<int, int>{2, 4}));     // blocks 2, 3
+  EXPECT_EQ(split[7][7], (std::pair<int, int>{126, 128}));  // block 126, head
+  int next = 0;
+  for (int vs = 0; vs < 64; ++vs) {
+    const auto [b, e] = split[vs % 8][vs / 8];
+    EXPECT_EQ(b, next) << vs;
+    EXPECT_EQ(e - b, 2) << vs;  // every virtual stage holds two layer-equivalents
+    next = e;
+  }
+  // Only the embedding counted: 11 over 4 stages = 3, 3, 3, 2 slots.
+  const auto lead = plan::split_stages(10, 4, 1, true, false);
+  EXPECT_EQ(lead[0][0], (std::pair<int, int>{0, 3}));  // embedding + 2 blocks
+  EXPECT_EQ(lead[3][0], (std::pair<int, int>{9, 12}));
+
+  nlohmann::json j = {
+      {"model", {{"layers", 126}, {"hidden", 1024}, {"heads", 8}, {"ffn_hidden", 4096},
+                 {"vocab", 32000}}},
+      {"cluster", "dgx-h100"},
+      {"strategy", {{"pp", 8}, {"schedule", "interleaved"}, {"chunks", 8},
+                    {"mixed_precision", "bf16"}, {"grad_accum", 16}}},
+      {"training", {{"seq_len", 512}}}};
+  try {
+    spec::parse_scenario(j);
+    FAIL() << "126 blocks over 64 virtual stages accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.chunks");
+  }
+  j["strategy"]["account_for_embedding_in_pipeline_split"] = true;
+  j["strategy"]["account_for_loss_in_pipeline_split"] = true;
+  const auto s = spec::parse_scenario(j);
+  const auto p = plan::build_plan(s);
+  EXPECT_EQ(p.layout.stage_chunk_units, split);
+  EXPECT_EQ(spec::to_json(s.strategy).value("account_for_loss_in_pipeline_split", false), true);
+  // Without a pipeline there is nothing to count them in.
+  j["strategy"] = {{"dp", 8}, {"account_for_loss_in_pipeline_split", true}};
+  try {
+    spec::parse_scenario(j);
+    FAIL() << "accepted without a pipeline";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.account_for_loss_in_pipeline_split");
+  }
+}
+
 }  // namespace
 }  // namespace stratagem
 
