@@ -196,7 +196,9 @@ std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, i
     int blocks = base + (vs < extra ? 1 : 0);
     if (vs == 0) blocks -= lead;                    // the embedding takes a layer's place
     if (vs == virtual_stages - 1) blocks -= trail;  // so do the head and loss
-    blocks = std::max(blocks, 0);
+    // ≥ 0: every virtual stage gets ≥ 1 slot (pp ≤ layers, and interleaving divides them
+    // evenly), and a counted end is on a stage of its own (both need pp ≥ 2); a stage may hold
+    // the embedding or the head alone.
     int begin = next_block, end = next_block + blocks;
     next_block = end;
     if (vs == 0) begin = 0;                          // the embedding goes first
