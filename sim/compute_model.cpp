@@ -84,22 +84,32 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   return compute_s + memory_s + op.kernels * gpu_.kernel_launch_s;
 }
 
+double MeasuredUnitsModel::measured(int u, bool forward) const {
+  const auto& m = units_;
+  if (u == 0) return forward ? m.embedding_forward : m.embedding_backward;
+  if (u == head_unit_) return forward ? m.head_forward : m.head_backward;
+  return forward ? m.block_forward : m.block_backward;
+}
+
 units::Seconds MeasuredUnitsModel::duration(const plan::Compute& op) const {
   if (op.on_host) return fallback_.duration(op);
   const auto& m = units_;
   auto sum = [&](bool forward) {
     double t = 0;
-    for (int u = op.unit_begin; u < op.unit_end; ++u) {
-      if (u == 0) {
-        t += forward ? m.embedding_forward : m.embedding_backward;
-      } else if (u == head_unit_) {
-        t += forward ? m.head_forward : m.head_backward;
-      } else {
-        t += forward ? m.block_forward : m.block_backward;
-      }
-    }
+    for (int u = op.unit_begin; u < op.unit_end; ++u) t += measured(u, forward);
     return t;
   };
+  // A piece of a unit's TP chain: the unit's measured time × the piece's roofline share.
+  const bool piece = op.phase == plan::Phase::forward || op.phase == plan::Phase::backward ||
+                     (op.phase == plan::Phase::recompute && tp_ && tp_->full_recompute);
+  if (tp_ && piece && op.unit_end == op.unit_begin + 1) {
+    const bool forward = op.phase != plan::Phase::backward;
+    const int u = op.unit_begin;
+    const int kind = u == 0 ? 0 : (u == head_unit_ ? 2 : 1);
+    const double total = tp_->roofline_s[kind][forward ? 1 : 0];
+    return total > 0 ? measured(u, forward) * fallback_.duration(op) / total
+                     : fallback_.duration(op);
+  }
   switch (op.phase) {
     case plan::Phase::forward:
       return sum(true);

@@ -11,6 +11,7 @@
 // curve, a measured curve includes them),
 // and ops that run on the host (optimizer offload) use a roofline on the host's CPUs.
 #include <array>
+#include <optional>
 
 #include "engine/plan/plan.hpp"
 #include "engine/spec/cluster.hpp"
@@ -51,21 +52,38 @@ class RooflineModel final : public ComputeModel {
   std::array<std::vector<spec::AttentionCurve>, 3> attention_curves_;
 };
 
+/// With tensor parallelism the units are measured as one TP rank runs them: a unit's time is
+/// its whole chain's compute (engine/plan/tensor_parallel.hpp), and the plan splits it into
+/// pieces at the collectives. Each piece then costs the unit's measured time times its share
+/// of the chain's roofline time; `roofline_s` holds that chain total per kind of unit
+/// (embedding, block, head) and direction (backward 0, forward 1).
+struct TpChainRoofline {
+  std::array<std::array<double, 2>, 3> roofline_s{};
+  bool full_recompute = false;  ///< recompute ops are pieces of the forward chain
+};
+
 /// Measured unit times where a profile has them for the scenario's shape
 /// (spec::MeasuredUnits): forward and backward ops cost the sum of their units' measured times
 /// (0 embedding, 1..L blocks, `head_unit` head), a full recompute its blocks' forwards, the
 /// optimizer its parameters times the measured time per parameter; everything else, and ops
-/// on the host, fall back to the roofline.
+/// on the host, fall back to the roofline. With `tp` the forward, backward and full-recompute
+/// ops are pieces of TP chains, costed as TpChainRoofline says.
 class MeasuredUnitsModel final : public ComputeModel {
  public:
-  MeasuredUnitsModel(spec::MeasuredUnits units, int head_unit, RooflineModel fallback)
-      : units_(std::move(units)), head_unit_(head_unit), fallback_(std::move(fallback)) {}
+  MeasuredUnitsModel(spec::MeasuredUnits units, int head_unit, RooflineModel fallback,
+                     std::optional<TpChainRoofline> tp = std::nullopt)
+      : units_(std::move(units)),
+        head_unit_(head_unit),
+        fallback_(std::move(fallback)),
+        tp_(std::move(tp)) {}
   units::Seconds duration(const plan::Compute& op) const override;
 
  private:
+  double measured(int unit, bool forward) const;
   spec::MeasuredUnits units_;
   int head_unit_;
   RooflineModel fallback_;
+  std::optional<TpChainRoofline> tp_;
 };
 
 }  // namespace stratagem::sim

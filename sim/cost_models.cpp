@@ -2,9 +2,35 @@
 
 #include <algorithm>
 
+#include "engine/plan/builder.hpp"
+#include "engine/plan/tensor_parallel.hpp"
 #include "engine/spec/profile.hpp"
 
 namespace stratagem::sim {
+
+TpChainRoofline tp_chain_roofline(const spec::Scenario& s, const RooflineModel& roofline) {
+  TpChainRoofline t;
+  t.full_recompute = spec::effective_recompute(s.strategy) == spec::Recompute::full;
+  const auto units = plan::make_units(s);
+  const plan::TpChains chains(s);
+  const int head = static_cast<int>(units.size()) - 1;
+  const int of_kind[3] = {0, 1, head};
+  for (int kind = 0; kind < 3; ++kind) {
+    for (const bool forward : {false, true}) {
+      const int u = of_kind[kind];
+      const plan::Compute whole = plan::units_work(
+          s.strategy, units, forward ? plan::Phase::forward : plan::Phase::backward, u, u + 1);
+      const auto& chain = chains.chain(u, u == head, forward);
+      const int segments = plan::compute_segments(chain);
+      double total = 0;
+      for (const plan::TpPiece& p : chain) {
+        if (!p.collective) total += roofline.duration(plan::tp_piece_work(whole, p, segments));
+      }
+      t.roofline_s[kind][forward ? 1 : 0] = total;
+    }
+  }
+  return t;
+}
 
 CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options) {
   const auto& c = s.cluster;
@@ -13,11 +39,13 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
   const std::string key = spec::unit_shape_key(s);
   const auto measured = std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),
                                      [&](const spec::MeasuredUnits& u) { return u.shape == key; });
-  // Measured units time whole units at tp = 1; a tensor-parallel step splits each unit into
-  // sharded segments the measurement did not see, so those fall back to the roofline.
-  if (measured != c.gpu.measured_units.end() && s.strategy.tp == 1) {
+  // Units measured at the scenario's tp (the key says which; context parallelism is not
+  // measured: its chains fall back to the roofline).
+  if (measured != c.gpu.measured_units.end() && s.strategy.cp == 1) {
+    std::optional<TpChainRoofline> tp;
+    if (s.strategy.tp > 1) tp = tp_chain_roofline(s, roofline);
     m.compute = std::make_shared<MeasuredUnitsModel>(
-        *measured, static_cast<int>(s.model.layers) + 1, std::move(roofline));
+        *measured, static_cast<int>(s.model.layers) + 1, std::move(roofline), std::move(tp));
     m.compute_jitter_cv = measured->jitter_cv;
     m.rank_jitter_cv = measured->rank_cv;
   } else {

@@ -47,4 +47,8 @@ struct CostOptions {
 
 CostModels make_cost_models(const spec::Scenario& scenario, const CostOptions& options = {});
 
+/// The roofline time of each tensor-parallel chain's compute pieces (MeasuredUnitsModel with
+/// tp > 1), by kind of unit and direction, on `roofline`'s device.
+TpChainRoofline tp_chain_roofline(const spec::Scenario& scenario, const RooflineModel& roofline);
+
 }  // namespace stratagem::sim

@@ -11,6 +11,7 @@
 #include "engine/result/metrics.hpp"
 #include "engine/comm/communicator.hpp"
 #include "engine/measure/device_bench.hpp"
+#include "engine/measure/tp_chain_timing.hpp"
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_layout.hpp"
 #include "engine/runtime/model_units.hpp"
@@ -41,21 +42,21 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   check_runtime_model(scenario.model);
   // One block is enough: blocks are identical. The executor's own state holds the parameters,
   // gradients and optimizer states, so the update timed is the one training runs.
+  // With tensor parallelism: TP rank 0's shard of each unit, its chains run as the executor
+  // runs them (tp and sequence parallelism kept), the collectives stood in for locally.
   spec::Scenario s = scenario;
   s.model.layers = 1;
   auto& st = s.strategy;
-  st.dp = st.pp = st.chunks = 1;
-  // Whole units: the simulator uses measured units only without tensor parallelism.
-  st.tp = 1;
-  st.sequence_parallel = false;
+  st.dp = st.pp = st.chunks = st.cp = 1;
   st.grad_accum = 1;
   st.sharding = spec::Sharding::none;
   st.offload_optimizer = spec::Offload::none;
-  s.cluster.nodes = s.cluster.gpus_per_node = 1;
+  s.cluster.nodes = 1;
+  s.cluster.gpus_per_node = st.tp;
   s.training.global_batch = st.micro_batch_size;
   const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
-  const GptUnits units(s.model, s.training.seq_len, false, Numerics::of(st, device),
-                       device);
+  const GptUnits units(s.model, s.training.seq_len, false, Numerics::of(st, device), device,
+                       TpShard{st.tp, 0}, st.tp > 1 && st.sequence_parallel);
   ModelState state(plan, 0, units, 1234, OptimizerConfig::defaults(st.optimizer, 1e-4), device);
 
   const std::int64_t seq = s.training.seq_len, mb = st.micro_batch_size;
@@ -67,9 +68,12 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   double params = 0;
   for (int u = 0; u < units.count(); ++u) params += static_cast<double>(units.numel(u));
 
-  using Clock = std::chrono::steady_clock;
   std::vector<std::vector<double>> t(7);
-  for (int rep = 0; rep <= repetitions; ++rep) {
+  if (st.tp > 1) {
+    t = time_tp_chains(s, units, state, input, targets, repetitions);
+  }
+  using Clock = std::chrono::steady_clock;
+  for (int rep = 0; rep <= repetitions && st.tp == 1; ++rep) {
     state.zero_grads();
     at::Tensor borrowed;
     if (units.head_borrows_embedding()) {

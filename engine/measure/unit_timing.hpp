@@ -20,7 +20,8 @@ namespace stratagem::runtime {
 std::function<void()> block_workload(const spec::Scenario& scenario, const c10::Device& device);
 
 /// Median over `repetitions` timed rounds after one warm-up round. Throws SpecError for models
-/// the runtime cannot build (encoders, the quick form).
+/// the runtime cannot build (encoders, the quick form). With tensor parallelism (tp > 1) the
+/// units are TP rank 0's shard, each timed over its whole chain (engine/measure/tp_chain_timing.hpp).
 spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Device& device,
                                   int repetitions);
 

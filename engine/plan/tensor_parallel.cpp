@@ -165,8 +165,7 @@ class TensorParallel {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
       const auto& parts = chains_.chain(u, u == last_unit(), forward);
-      const int segments = static_cast<int>(std::count_if(
-          parts.begin(), parts.end(), [](const TpPiece& p) { return !p.collective; }));
+      const int segments = compute_segments(parts);
       for (const TpPiece& p : parts) {
         if (p.collective) {
           const bool ring = p.context;
@@ -177,13 +176,7 @@ class TensorParallel {
           chain.emplace_back(ring ? Stream::cp : Stream::tp, c);
           continue;
         }
-        Compute c = unit;
-        c.flops = unit.flops * p.flops_share;
-        c.flops_16bit = unit.flops_16bit * p.flops_share;
-        c.attention_flops = unit.attention_flops * p.attention_share;
-        c.bytes = unit.bytes * p.bytes_share;
-        c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
-        chain.emplace_back(Stream::compute, c);
+        chain.emplace_back(Stream::compute, tp_piece_work(unit, p, segments));
       }
     }
     // The step's op becomes the chain's first (keeping its deps and start effects); the rest
@@ -235,6 +228,21 @@ class TensorParallel {
 };
 
 }  // namespace
+
+Compute tp_piece_work(const Compute& unit, const TpPiece& p, int segments) {
+  Compute c = unit;
+  c.flops = unit.flops * p.flops_share;
+  c.flops_16bit = unit.flops_16bit * p.flops_share;
+  c.attention_flops = unit.attention_flops * p.attention_share;
+  c.bytes = unit.bytes * p.bytes_share;
+  c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
+  return c;
+}
+
+int compute_segments(const std::vector<TpPiece>& chain) {
+  return static_cast<int>(
+      std::count_if(chain.begin(), chain.end(), [](const TpPiece& p) { return !p.collective; }));
+}
 
 void split_tensor_parallel(BuildContext& ctx, RankDraft& d) {
   if (ctx.strategy().tp <= 1 && ctx.strategy().cp <= 1) return;

@@ -71,6 +71,13 @@ class TpChains {
   spec::DType dtype_ = spec::DType::bf16;
 };
 
+/// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or
+/// backward on one micro-batch, units_work) scaled by the piece's shares, its launches spread
+/// evenly over the chain's `segments` compute pieces (at least one each).
+Compute tp_piece_work(const Compute& unit, const TpPiece& piece, int segments);
+/// The compute pieces of a chain.
+int compute_segments(const std::vector<TpPiece>& chain);
+
 void split_tensor_parallel(BuildContext& ctx, RankDraft& draft);
 void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& draft);
 

@@ -309,7 +309,11 @@ std::string unit_shape_key(const Scenario& s) {
          std::to_string(m.vocab) + " " + norm + " " + mlp + " " + pos +
          (m.bias ? " bias" : " nobias") + (m.tied_embeddings ? " tied" : " untied") + " s" +
          std::to_string(s.training.seq_len) + " b" + std::to_string(s.strategy.micro_batch_size) +
-         " " + to_string(s.strategy.precision);
+         " " + to_string(s.strategy.precision) +
+         // One TP rank's shard of each unit, measured as its chain runs (unit_timing.hpp).
+         (s.strategy.tp > 1 ? " tp" + std::to_string(s.strategy.tp) +
+                                  (s.strategy.sequence_parallel ? " sp" : "")
+                            : "");
 }
 
 std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {

@@ -147,7 +147,9 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p);
 
 /// What a unit's cost depends on besides the device: the model's layer shape, the sequence
 /// length, the micro-batch and the precision ("h256 a4 kv4 ffn1024 v1024 layernorm gelu
-/// learned bias untied s128 b4 fp32"). MeasuredUnits apply to scenarios with the same key.
+/// learned bias untied s128 b4 fp32"), and with tensor parallelism its degree and sequence
+/// parallelism (" tp2 sp": the units are one TP rank's). MeasuredUnits apply to scenarios
+/// with the same key.
 std::string unit_shape_key(const Scenario& s);
 
 /// Replaces the scenario's hardware with the profile's: the GPU becomes the profiled device,

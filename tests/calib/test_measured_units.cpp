@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "engine/plan/builder.hpp"
 #include "engine/spec/profile.hpp"
@@ -83,6 +85,57 @@ TEST(MeasuredUnits, ComputeOpsCostTheirUnitsMeasuredTimes) {
       break;
     }
   }
+}
+
+TEST(MeasuredUnits, TensorParallelChainsShareTheirUnitsMeasuredTime) {
+  // Units measured at tp 2 with SP are one TP rank's; the key says so, a tp-1 measurement does
+  // not apply, and the compute pieces of each unit's chain add up to its measured time, split
+  // as their roofline times are.
+  auto s = validation_scenario("tp2-cpu-gpt-tiny");
+  EXPECT_EQ(spec::unit_shape_key(s),
+            "h256 a4 kv4 ffn1024 v1024 layernorm gelu learned bias tied s128 b4 no tp2 sp");
+  auto whole = s;
+  whole.strategy.tp = 1;
+  whole.strategy.sequence_parallel = false;
+  whole.cluster.gpu.measured_units = {units_for(whole)};
+  whole.strategy.tp = 2;
+  whole.strategy.sequence_parallel = true;
+  const auto roofline = sim::make_cost_models(s);
+  const auto unmatched = sim::make_cost_models(whole);
+  s.cluster.gpu.measured_units = {units_for(s)};
+  const auto plan = plan::build_plan(s);
+  const auto models = sim::make_cost_models(s);
+  const int head = static_cast<int>(s.model.layers) + 1;
+  std::map<std::tuple<int, int, int>, double> per_unit;  // (phase, microbatch, unit) -> s
+  std::map<std::tuple<int, int, int>, int> pieces;
+  std::map<std::tuple<int, int, int>, double> roof_sum;
+  std::map<std::tuple<int, int, int>, std::pair<double, double>> first_piece;
+  for (const auto& op : plan.ops) {
+    const auto* c = std::get_if<plan::Compute>(&op.payload);
+    if (!c || op.rank != 0) continue;
+    if (c->phase != plan::Phase::forward && c->phase != plan::Phase::backward) continue;
+    ASSERT_EQ(c->unit_end, c->unit_begin + 1);  // TP splits per unit
+    const auto key = std::make_tuple(static_cast<int>(c->phase), c->microbatch, c->unit_begin);
+    per_unit[key] += models.compute->duration(*c);
+    ++pieces[key];
+    EXPECT_DOUBLE_EQ(unmatched.compute->duration(*c), roofline.compute->duration(*c));
+    // Within a chain, pieces keep the roofline's proportions.
+    roof_sum[key] += roofline.compute->duration(*c);
+    if (first_piece.count(key) == 0) first_piece[key] = {models.compute->duration(*c),
+                                                          roofline.compute->duration(*c)};
+  }
+  ASSERT_FALSE(per_unit.empty());
+  for (const auto& [key, t] : per_unit) {
+    const auto [phase, mb, u] = key;
+    const bool forward = phase == static_cast<int>(plan::Phase::forward);
+    const double expect = u == 0      ? (forward ? 1e-3 : 2e-3)
+                          : u == head ? (forward ? 5e-3 : 7e-3)
+                                      : (forward ? 10e-3 : 20e-3);
+    EXPECT_NEAR(t, expect, 1e-12) << "phase " << phase << " mb " << mb << " unit " << u;
+    const auto [measured, roof] = first_piece.at(key);
+    EXPECT_NEAR(measured / t, roof / roof_sum.at(key), 1e-9);
+  }
+  EXPECT_GE(pieces[std::make_tuple(static_cast<int>(plan::Phase::forward), 0, 1)], 2);
 }
 
 TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {

@@ -26,6 +26,27 @@ TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
   EXPECT_LT(m.optimizer_per_param, 1e-6);           // AdamW: nanoseconds per parameter
 }
 
+TEST(UnitTiming, TensorParallelUnitsAreOneRanksShardOverItsWholeChain) {
+  // tp 2 with sequence parallelism: TP rank 0's shard of each unit, its chains run with the
+  // collectives stood in for; every figure positive, keyed by tp, and a shard's block costs
+  // less than the whole block measured the same way.
+  runtime::set_cpu_threads(1);
+  const auto s =
+      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/tp2-cpu-gpt-tiny.json");
+  const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 3);
+  EXPECT_EQ(m.shape, spec::unit_shape_key(s));
+  for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,
+                   m.head_forward, m.head_backward, m.optimizer_per_param}) {
+    EXPECT_GT(v, 0);
+  }
+  EXPECT_GT(m.block_forward, m.embedding_forward);
+  auto whole = s;
+  whole.strategy.tp = 1;
+  whole.strategy.sequence_parallel = false;
+  const auto w = runtime::measure_units(whole, c10::Device(c10::kCPU), 3);
+  EXPECT_LT(m.block_forward + m.block_backward, w.block_forward + w.block_backward);
+}
+
 TEST(UnitTiming, RefusesModelsTheRuntimeCannotBuild) {
   auto s = spec::load_scenario("ddp-bert-large-fp32-8xa100");  // an encoder
   EXPECT_THROW(runtime::measure_units(s, c10::Device(c10::kCPU), 1), SpecError);
