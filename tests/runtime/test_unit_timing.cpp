@@ -10,16 +10,20 @@
 namespace stratagem::test {
 namespace {
 
+void expect_every_figure_positive(const spec::MeasuredUnits& m) {
+  for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,
+                   m.head_forward, m.head_backward, m.optimizer_per_param}) {
+    EXPECT_GT(v, 0);
+  }
+}
+
 TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
   runtime::set_cpu_threads(1);
   const auto s =
       spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 2);
   EXPECT_EQ(m.shape, spec::unit_shape_key(s));
-  for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,
-                   m.head_forward, m.head_backward, m.optimizer_per_param}) {
-    EXPECT_GT(v, 0);
-  }
+  expect_every_figure_positive(m);
   EXPECT_GT(m.block_forward, m.embedding_forward);  // GEMMs against a table lookup
   // (backward > forward, two GEMMs per forward GEMM, is a timing the machine's other load can
   // invert at two repetitions: not asserted; the benchmarks time units.)
@@ -35,10 +39,7 @@ TEST(UnitTiming, TensorParallelUnitsAreOneRanksShardOverItsWholeChain) {
       spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/tp2-cpu-gpt-tiny.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 3);
   EXPECT_EQ(m.shape, spec::unit_shape_key(s));
-  for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,
-                   m.head_forward, m.head_backward, m.optimizer_per_param}) {
-    EXPECT_GT(v, 0);
-  }
+  expect_every_figure_positive(m);
   EXPECT_GT(m.block_forward, m.embedding_forward);
   auto whole = s;
   whole.strategy.tp = 1;
