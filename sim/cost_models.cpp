@@ -60,6 +60,7 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
         options.comm_compute_slowdown.value_or(c.calibration->comm_compute_slowdown);
     for (int i = 0; i < spec::kCommOpCount; ++i) {
       m.compute_comm_slowdown[i] = c.calibration->ops[i].slowdown_during_compute;
+      m.cold_start_s[i] = c.calibration->ops[i].cold_start_s;
     }
     m.serial_collectives = c.calibration->serial_collectives;
     m.profile = "profile " + c.calibration->profile;

@@ -23,6 +23,10 @@ struct CostModels {
   std::array<double, spec::kCommOpCount> compute_comm_slowdown{};
   /// A rank's collectives (gather and collective streams) run one at a time in issue order.
   bool serial_collectives = false;
+  /// Extra latency of a collective (by spec::CommOp) that starts while one of its ranks has
+  /// no communication in flight and none that ended at that instant: issued after compute,
+  /// not queued behind another (engine/measure/cold_start.hpp). All 0: no effect.
+  std::array<double, spec::kCommOpCount> cold_start_s{};
   /// Compute's spread (standard deviation / mean): `compute_jitter_cv` independent per op,
   /// `rank_jitter_cv` a per-rank speed that holds over a step (its error grows with the compute
   /// summed, not its square root). The ranks of a collective or transfer then arrive at it

@@ -86,6 +86,9 @@ class Run {
 
   // Per rank.
   std::vector<int> comm_active_;
+  /// When the rank's communication last went idle (-1: none yet), for cold starts.
+  std::vector<double> comm_idle_since_;
+  bool cold_starts_ = false;
   /// Each rank's compute since it last waited for an activity: the time summed and summed
   /// squared. Its arrival's spread is (jitter cv)² · Σd² + (rank cv)² · (Σd)². What the ranks
   /// waited for together (the activity's own spread) is common to them and shifts them alike,
@@ -123,6 +126,9 @@ void Run::init_state() {
   slot_of_.assign(activities, -1);
   const int world = static_cast<int>(plan_.ranks.size());
   comm_active_.assign(world, 0);
+  comm_idle_since_.assign(world, -1.0);
+  cold_starts_ = std::any_of(models_.cold_start_s.begin(), models_.cold_start_s.end(),
+                             [](double x) { return x > 0; });
   jitter_sum_.assign(world, 0);
   jitter_sum2_.assign(world, 0);
   if (models_.has_jitter()) {
@@ -208,6 +214,7 @@ void Run::apply_effects(plan::OpId id, bool at_end, double now) {
 void Run::comm_activity(int rank, int delta, double now) {
   const int before = comm_active_[rank];
   comm_active_[rank] += delta;
+  if (comm_active_[rank] == 0) comm_idle_since_[rank] = now;
   const double slowdown = models_.comm_compute_slowdown;
   if (slowdown <= 0 || (before == 0) == (comm_active_[rank] == 0)) return;
   const double rate = comm_active_[rank] > 0 ? 1.0 / (1.0 + slowdown) : 1.0;
@@ -339,6 +346,19 @@ void Run::all_arrived(int a, double now) {
 }
 
 void Run::launch(int a, double now) {
+  // A collective that one of its ranks starts cold — nothing in flight on it and nothing that
+  // ended just now (it was computing, not queued behind another) — waits its backend's wake-up.
+  double cold_s = 0;
+  if (cold_starts_ && a < instances_) {
+    const double extra = models_.cold_start_s[index_.ops[index_.members(a)[0]].comm_op];
+    for (plan::OpId member : index_.members(a)) {
+      const int rank = index_.ops[member].rank;
+      if (extra > 0 && comm_active_[rank] == 0 && comm_idle_since_[rank] < now) {
+        cold_s = extra;
+        break;
+      }
+    }
+  }
   for (plan::OpId member : index_.members(a)) start_op(member, now);
   // Phases live in a slot of a small pool while the activity runs (a few hundred at most
   // run at once; a slot per activity was megabytes written once each).
@@ -355,6 +375,7 @@ void Run::launch(int a, double now) {
   phases_[slot] = act.group >= 0
                       ? models_.network->collective(act.kind, index_.group_shape[act.group], act.bytes)
                       : models_.network->p2p(act.same_domain, act.bytes);
+  if (cold_s > 0 && phases_[slot].count > 0) phases_[slot].phase[0].latency_s += cold_s;
   start_activity(a, now);
 }
 

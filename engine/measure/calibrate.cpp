@@ -16,8 +16,10 @@
 #include <torch/version.h>
 
 #include "engine/result/metrics.hpp"
+#include "engine/measure/cold_start.hpp"
 #include "engine/measure/commbench.hpp"
 #include "engine/measure/device_bench.hpp"
+#include "engine/spec/host.hpp"
 #include "engine/measure/unit_timing.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fit.hpp"
@@ -78,44 +80,6 @@ Sweep sweep_for(bool quick) {
   return s;
 }
 
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      const auto colon = line.find(':');
-      if (colon != std::string::npos) {
-        std::string v = line.substr(colon + 1);
-        v.erase(0, v.find_first_not_of(' '));
-        return v;
-      }
-    }
-  }
-  return "unknown";
-}
-
-double load_average() {
-  std::ifstream in("/proc/loadavg");
-  double one = 0;
-  in >> one;
-  return one;
-}
-
-std::string hostname() {
-  char buf[256] = {};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "";
-  return buf;
-}
-
-std::string utc_now() {
-  const std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  ::gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 class Calibration {
  public:
   Calibration(Communicator& comm, const CalibrateOptions& o,
@@ -171,11 +135,11 @@ class Calibration {
 
   spec::ProfileMachine machine() const {
     spec::ProfileMachine m;
-    m.cpu_model = cpu_model();
+    m.cpu_model = spec::cpu_model();
     m.nproc = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     m.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                      static_cast<double>(::sysconf(_SC_PAGESIZE));
-    m.hostname = hostname();
+    m.hostname = spec::hostname();
     m.device = "cpu";
     if (!o_.device.is_cpu()) {
       const auto info = cuda_device_info(o_.device.index());
@@ -184,11 +148,11 @@ class Calibration {
     m.backend = comm_.backend();
     m.processes = n_;
     m.threads_per_process = o_.device.is_cpu() ? at::get_num_threads() : 1;
-    m.date = utc_now();
+    m.date = spec::utc_now();
     m.stratagem_version = o_.stratagem_version;
     m.torch_version = TORCH_VERSION;
     m.quick = o_.quick;
-    m.load_average = load_average();
+    m.load_average = spec::load_average();
     return m;
   }
 
@@ -315,6 +279,25 @@ class Calibration {
       }
       net.ops[op] = fit_comm(op, points);
       say_comm(op, net.ops[op]);
+    }
+    ColdStartOptions cold;
+    if (o_.quick) {
+      cold.samples = 8;
+      cold.rounds = 1;
+    }
+    for (spec::CommOp op : spec::kCollectiveOps) {
+      const ColdStart c = measure_cold_start(comm_, op, o_.device, cold);
+      auto& p = net.ops[op];
+      p.cold_start_s = c.extra_s();
+      p.cold_start_back_to_back_s = c.back_to_back_s;
+      p.cold_start_after_compute_s = c.after_compute_s;
+      p.cold_start_bytes = static_cast<double>(cold.bytes);
+      std::ostringstream line;
+      line << spec::to_string(op) << " after compute: +" << c.extra_s() / units::kMicro
+           << " us (" << c.after_compute_s / units::kMicro << " us against "
+           << c.back_to_back_s / units::kMicro << " us back to back, " << cold.bytes / 1024
+           << " KiB)";
+      say(line.str());
     }
     net.ops[spec::CommOp::sendrecv] = fit_comm(spec::CommOp::sendrecv, ping_pong());
     say_comm(spec::CommOp::sendrecv, net.ops[spec::CommOp::sendrecv]);

@@ -336,6 +336,7 @@ CommCalibration parse_calibration(const nlohmann::json& object, const std::strin
     c.ops[i].bus_bandwidth = units::gbps_to_bytes_per_s(o.number("busbw_GBps", 1e-9, 1e9));
     c.ops[i].slowdown_during_compute =
         o.number_or("slowdown_during_compute", c.compute_comm_slowdown, 0, 1e3);
+    c.ops[i].cold_start_s = units::us_to_s(o.number_or("cold_start_us", 0, 0, 1e9));
     o.finish();
   }
   r.finish();
@@ -446,7 +447,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
       k[to_string(static_cast<CommOp>(i))] = {
           {"alpha_us", cal.ops[i].alpha_s / units::kMicro},
           {"busbw_GBps", cal.ops[i].bus_bandwidth / units::kGB},
-          {"slowdown_during_compute", cal.ops[i].slowdown_during_compute}};
+          {"slowdown_during_compute", cal.ops[i].slowdown_during_compute},
+          {"cold_start_us", cal.ops[i].cold_start_s / units::kMicro}};
     }
     j["calibration"] = std::move(k);
   }

@@ -136,6 +136,9 @@ struct MeasuredComm {
   units::BytesPerS bus_bandwidth = 0;
   /// Runs 1 + this times slower while a rank it involves computes.
   double slowdown_during_compute = 0;
+  /// Extra time when it starts with no communication in flight on one of its ranks (issued
+  /// after compute, its backend's threads idle), measured against a back-to-back stream.
+  units::Seconds cold_start_s = 0;
 };
 
 /// Collective and point-to-point costs measured on one machine (a hardware profile's

@@ -138,6 +138,10 @@ NetworkProfile parse_network(const nlohmann::json& object, const std::string& pa
     c.bus_bandwidth = units::gbps_to_bytes_per_s(o.number("busbw_GBps", 1e-9, 1e9));
     c.rms_rel_error = o.number_or("rms_rel_error", 0, 0, 1e9);
     c.points = parse_size_points(o);
+    c.cold_start_s = units::us_to_s(o.number_or("cold_start_us", 0, 0, 1e9));
+    c.cold_start_back_to_back_s = units::us_to_s(o.number_or("back_to_back_us", 0, 0, 1e9));
+    c.cold_start_after_compute_s = units::us_to_s(o.number_or("after_compute_us", 0, 0, 1e9));
+    c.cold_start_bytes = o.number_or("cold_start_bytes", 0, 0, 1e15);
     o.finish();
     n.ops[op] = std::move(c);
   }
@@ -250,6 +254,13 @@ nlohmann::json to_json(const HardwareProfile& p) {
                           {"busbw_GBps", c.bus_bandwidth / units::kGB},
                           {"rms_rel_error", c.rms_rel_error},
                           {"points", size_points_json(c.points)}};
+      if (c.cold_start_bytes > 0) {
+        auto& j = n[to_string(op)];
+        j["cold_start_us"] = c.cold_start_s / units::kMicro;
+        j["cold_start_bytes"] = c.cold_start_bytes;
+        j["back_to_back_us"] = c.cold_start_back_to_back_s / units::kMicro;
+        j["after_compute_us"] = c.cold_start_after_compute_s / units::kMicro;
+      }
     }
     doc["network"] = std::move(n);
   }
@@ -330,7 +341,7 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {
     const auto it = by.find(op);
     c.ops[static_cast<int>(op)] = {
         cp.alpha_s, cp.bus_bandwidth,
-        it != by.end() ? it->second : p.overlap.comm_slowdown_during_compute};
+        it != by.end() ? it->second : p.overlap.comm_slowdown_during_compute, cp.cold_start_s};
   }
   return c;
 }

@@ -98,6 +98,12 @@ struct CommProfile {
   units::BytesPerS bus_bandwidth = 0;
   double rms_rel_error = 0;
   std::vector<SizePoint> points;  ///< nccl-tests size → time (max over ranks)
+  /// Collectives: the mean time of a call right after a compute burst minus that of a call in
+  /// a back-to-back stream, at `cold_start_bytes` (engine/measure/cold_start.hpp); 0: none or
+  /// not measured (sendrecv is not).
+  units::Seconds cold_start_s = 0;
+  units::Seconds cold_start_back_to_back_s = 0, cold_start_after_compute_s = 0;
+  double cold_start_bytes = 0;
 };
 
 struct NetworkProfile {

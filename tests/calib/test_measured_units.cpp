@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "engine/plan/builder.hpp"
+#include "tests/calib/gloo_profile.hpp"
 #include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
 #include "sim/cost_models.hpp"
@@ -157,16 +158,7 @@ TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {
 }
 
 TEST(MeasuredUnits, PerCollectiveSlowdownsTravelFromProfileToCostModels) {
-  spec::HardwareProfile p;
-  p.name = "slow";
-  p.device.memory_bytes = 1e9;
-  p.device.matmul[spec::DType::fp32] = {50e9, 100, 0, {}};
-  p.device.elementwise = {10e9, 1e-6, 0, {}};
-  spec::NetworkProfile n;
-  n.backend = "gloo";
-  for (int i = 0; i < spec::kCommOpCount; ++i)
-    n.ops[static_cast<spec::CommOp>(i)] = {1e-4, 1e9, 0, {}};
-  p.network = n;
+  spec::HardwareProfile p = gloo_profile("slow");
   p.overlap.comm_slowdown_during_compute = 1.0;
   p.overlap.comm_slowdown_during_compute_by_op[spec::CommOp::reduce_scatter] = 3.0;
   const auto q = spec::parse_profile(spec::to_json(p), "mem");
