@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "apps/command.hpp"
+#include "apps/host_profile.hpp"
 #include "apps/compare_table.hpp"
 #include "apps/forward_runtime.hpp"
 #include "engine/plan/builder.hpp"
@@ -53,7 +54,9 @@ int run_real(const Options& o) {
 int run(const Options& o) {
   if (o.real) return run_real(o);
   auto base = spec::load_scenario(o.scenario);
-  if (!o.profile.empty()) spec::apply_profile_file(base, o.profile);
+  if (!o.profile.empty()) {
+    spec::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));
+  }
   const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
   const auto variants = sim::make_variants(base, names);
   sim::Simulator simulator;
@@ -83,7 +86,7 @@ Registration reg{
        sub.add_option("--profile", o->profile,
                       "Hardware profile from `stratagem calibrate` in place of the "
                       "scenario's GPU and links, or a fitted profile (`calibrate --measured`) "
-                      "scaling them");
+                      "scaling them; \"host\": this host's CPU, measured on first use");
        sub.add_flag("--json", o->json, "Print JSON");
        sub.add_flag("--real", o->real,
                     "Train each strategy for real on local processes (Gloo on CPUs, "

@@ -4,10 +4,13 @@
 // or --cluster's layout when given) with the measured compute and communication costs.
 #include <unistd.h>
 
+#include <algorithm>
 #include <iostream>
 #include <optional>
+#include <thread>
 
 #include "apps/command.hpp"
+#include "apps/host_profile.hpp"
 #include "apps/format.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/presets.hpp"
@@ -55,11 +58,20 @@ int run(const Options& o) {
   std::optional<spec::FittedProfile> fitted;
   std::string cluster_name = o.cluster;
   if (!o.profile.empty()) {
-    const nlohmann::json doc = spec::read_json_file(o.profile);
+    // "host": measured with one process per core (as `calibrate`), or the --cluster's devices.
+    const int processes =
+        o.cluster_given
+            ? spec::parse_cluster(spec::resolve_preset(spec::PresetKind::cluster, cluster,
+                                                       "--cluster"),
+                                  "--cluster")
+                  .gpus_per_node
+            : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
+    const std::string file = resolve_profile(o.profile, processes);
+    const nlohmann::json doc = spec::read_json_file(file);
     if (spec::is_fitted_profile(doc)) {
-      fitted = spec::parse_fitted_profile(doc, o.profile);
+      fitted = spec::parse_fitted_profile(doc, file);
     } else {
-      profile = spec::parse_profile(doc, o.profile);
+      profile = spec::parse_profile(doc, file);
     }
   }
   if (profile) {
@@ -201,7 +213,8 @@ Registration reg{
        sub.add_option("--profile", o->profile,
                       "Hardware profile from `stratagem calibrate`: search on that machine "
                       "(its processes as devices unless --cluster is given); a fitted profile "
-                      "(`calibrate --measured`) scales the cluster's GPU and links");
+                      "(`calibrate --measured`) scales the cluster's GPU and links; \"host\": this "
+                      "host's CPU, measured on first use");
        sub.add_option("--nodes", o->nodes, "Nodes (default: the preset's)")
            ->check(at_least_one());
        sub.add_option("--global_batch", o->global_batch, "Samples per step")

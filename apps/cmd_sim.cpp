@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "apps/command.hpp"
+#include "apps/host_profile.hpp"
 #include "apps/format.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/result/export.hpp"
@@ -55,7 +56,10 @@ sim::Algorithm parse_algorithm(const std::string& name) {
 int run_sim(const SimArgs& a) {
   using Clock = std::chrono::steady_clock;
   auto scenario = spec::load_scenario(a.scenario);
-  if (!a.profile.empty()) spec::apply_profile_file(scenario, a.profile);
+  if (!a.profile.empty()) {
+    spec::apply_profile_file(scenario,
+                             resolve_profile(a.profile, scenario.cluster.gpus_per_node));
+  }
   sim::CostOptions cost_options;
   cost_options.algorithm = parse_algorithm(a.algorithm);
   if (a.slowdown_given) {
@@ -163,7 +167,8 @@ Registration reg{
            ->check(finite_non_negative());
        sub.add_option("--profile", a->profile,
                       "Hardware profile from `stratagem calibrate` in place of the scenario's "
-                      "GPU and links, or a fitted profile (`calibrate --measured`) scaling them");
+                      "GPU and links, or a fitted profile (`calibrate --measured`) scaling them; "
+                      "\"host\": this host's CPU, measured on first use");
        sub.add_flag("--json", a->json, "Print the summary as JSON");
        return std::function<int()>([a, slowdown] {
          a->slowdown_given = slowdown->count() > 0;

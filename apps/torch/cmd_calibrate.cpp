@@ -2,6 +2,9 @@
 // this machine with N processes running at once (engine/measure/calibrate.hpp) and writes a
 // hardware profile that `sim`, `compare` and `search` take with --profile. Without launcher
 // variables it starts N ranks of itself; under torchrun, Slurm or mpirun it is one rank.
+#include <unistd.h>
+
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <thread>
@@ -18,6 +21,7 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/measure/device_bench.hpp"
 #include "engine/launch/dist_env.hpp"
+#include "engine/spec/host.hpp"
 #include "engine/spec/profile.hpp"
 
 namespace stratagem::cli {
@@ -26,6 +30,7 @@ namespace {
 struct CalibrateArgs {
   std::string output;
   bool quick = false;
+  bool host = false;  ///< write to this host's cache (engine/spec/host.hpp)
   std::string name;
   std::vector<std::string> scenarios;
   std::string backend;
@@ -48,12 +53,16 @@ std::vector<std::string> rank_argv(const CalibrateArgs& a) {
   std::vector<std::string> v = {"calibrate",   "-o",        a.output,          "--backend",
                                 backend_of(a), "--timeout", exact(a.timeout_s)};
   if (a.quick) v.push_back("--quick");
+  if (a.host) v.push_back("--host");  // the rank writes -o and leaves the advice to run_host
   if (!a.name.empty()) v.insert(v.end(), {"--name", a.name});
   for (const auto& sc : a.scenarios) v.insert(v.end(), {"--scenario", sc});
   return v;
 }
 
 int run_rank(const CalibrateArgs& a) {
+  if (a.host && a.output.empty()) {
+    throw SpecError("--host", "starts its own processes: run it without a launcher");
+  }
   const runtime::DistEnv env = runtime::read_dist_env();
   const std::string backend = backend_of(a);
   runtime::CalibrateOptions o;
@@ -89,14 +98,47 @@ int run_rank(const CalibrateArgs& a) {
   if (printer) {
     spec::save_profile(profile, a.output);
     std::cout << "wrote " << a.output << " (\"" << profile.name << "\", " << std::setprecision(3)
-              << profile.machine.duration_s
-              << " s); use it with: stratagem sim <scenario> --profile " << a.output << std::endl;
+              << profile.machine.duration_s << " s)";
+    if (!a.host) std::cout << "; use it with: stratagem sim <scenario> --profile " << a.output;
+    std::cout << std::endl;
   }
+  return 0;
+}
+
+/// --host: a quick measurement of this host's CPU written to its cache, where `validate`
+/// without --profile and `--profile host` find it. Written to a temporary file first and
+/// renamed, so an interrupted measurement leaves the previous cache entry whole.
+int run_host(CalibrateArgs& a) {
+  if (!a.output.empty()) throw SpecError("--host", "writes this host's cache; drop -o");
+  if (!a.scenarios.empty()) throw SpecError("--host", "measures the device only; drop --scenario");
+  if (backend_of(a) != "gloo") throw SpecError("--host", "measures the CPU: use --backend gloo");
+  const std::filesystem::path path = spec::host_profile_path(a.launch.num_processes);
+  std::error_code ec;
+  std::filesystem::create_directories(path.parent_path(), ec);
+  if (ec) throw RuntimeError("cannot create " + path.parent_path().string() + ": " + ec.message());
+  const std::string tmp = path.string() + ".tmp" + std::to_string(::getpid());
+  a.output = tmp;
+  a.quick = true;
+  if (a.name.empty()) {
+    a.name = "cpu x" + std::to_string(a.launch.num_processes) + " (gloo), " + spec::hostname();
+  }
+  std::cout << "measuring this host's CPU with " << a.launch.num_processes
+            << " processes for " << path.string() << std::endl;
+  const int rc = launch_self(a.launch, rank_argv(a));
+  if (rc != 0) {
+    std::filesystem::remove(tmp, ec);
+    return rc;
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) throw RuntimeError("cannot write " + path.string() + ": " + ec.message());
+  std::cout << "cached " << path.string() << std::endl;
   return 0;
 }
 
 int run(CalibrateArgs& a) {
   if (!a.processes_given && started_as_rank()) return run_rank(a);
+  if (a.host) return run_host(a);
+  if (a.output.empty()) throw SpecError("-o", "give the profile to write (-o profile.json) or --host");
   (void)backend_of(a);
   for (const auto& sc : a.scenarios) (void)spec::load_scenario(sc);
   return launch_self(a.launch, rank_argv(a));
@@ -114,7 +156,10 @@ Registration reg{
      "sim/compare/search --profile",
      63, [](CLI::App& sub) {
        auto a = std::make_shared<CalibrateArgs>();
-       sub.add_option("-o,--out", a->output, "Profile to write (JSON)")->required();
+       sub.add_option("-o,--out", a->output, "Profile to write (JSON)");
+       sub.add_flag("--host", a->host,
+                    "Measure this host's CPU quickly and cache it, for `validate` without "
+                    "--profile and `--profile host` (replaces -o)");
        sub.add_flag("--quick", a->quick, "Fewer, shorter measurements (a few seconds; for tests)");
        sub.add_option("--name", a->name, "Profile name (default: device, processes, backend)");
        sub.add_option("--scenario", a->scenarios,

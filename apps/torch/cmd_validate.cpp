@@ -13,7 +13,10 @@
 #include <iostream>
 #include <map>
 
+#include <ATen/Context.h>
+
 #include "apps/command.hpp"
+#include "apps/host_profile.hpp"
 #include "apps/format.hpp"
 #include "apps/torch/real_runs.hpp"
 #include "engine/plan/builder.hpp"
@@ -34,6 +37,7 @@ struct Args {
   std::string json;
   int top_ops = 5;
   int rounds = 1;
+  bool recalibrate = false;
 };
 
 struct OpDeviation {
@@ -231,10 +235,8 @@ std::vector<std::string> inverted_pairs(const std::vector<const Outcome*>& v) {
 int run(Args& a) {
   if (a.scenarios.empty()) throw SpecError("scenario", "give at least one scenario");
   if (a.real.steps < 2) throw SpecError("--steps", "must be >= 2 (the first step is warm-up)");
-  std::optional<spec::HardwareProfile> profile;
-  if (!a.profile.empty()) profile = spec::load_profile(a.profile);
-  if (a.real.work_dir.empty()) a.real.work_dir = default_work_dir("validate");
   if (a.rounds < 1) throw SpecError("--rounds", "must be >= 1");
+  if (a.real.work_dir.empty()) a.real.work_dir = default_work_dir("validate");
   // Every round runs every scenario, so slow drifts of the machine hit all of them alike.
   std::vector<std::string> labels;
   std::vector<spec::Scenario> asked;
@@ -242,6 +244,26 @@ int run(Args& a) {
     labels.push_back(std::filesystem::path(s).stem().string());
     asked.push_back(on_local_processes(spec::load_scenario(s), a.real.num_processes));
   }
+  // On CPUs the simulation defaults to this host's measured profile (apps/host_profile.hpp):
+  // the device and Gloo's collectives as they ran here, not the shipped preset's figures.
+  const bool on_cpu = a.real.cpu || !at::hasCUDA();
+  if (a.recalibrate && !a.profile.empty() && a.profile != "host") {
+    throw SpecError("--recalibrate", "measures this host's cached profile; drop --profile");
+  }
+  if (a.profile == "host" || (a.profile.empty() && on_cpu)) {
+    if (!on_cpu) throw SpecError("--profile", "\"host\" is this host's CPU: add --cpu");
+    a.profile = host_profile(a.real.num_processes, a.recalibrate);
+    // The host's quick profile holds no units of the scenarios' shapes: each run times them on
+    // its own processes (--fresh-units), as close to the run as a measurement gets.
+    a.real.measure_units = true;
+    std::cout << "simulated with this host's CPU profile " << a.profile
+              << " (--recalibrate measures it again) and units timed on each run's processes"
+              << std::endl;
+  } else if (a.recalibrate) {
+    throw SpecError("--recalibrate", "measures this host's CPU: add --cpu");
+  }
+  std::optional<spec::HardwareProfile> profile;
+  if (!a.profile.empty()) profile = spec::load_profile(a.profile);
   std::vector<std::vector<result::RunResult>> runs(asked.size());
   for (int round = 0; round < a.rounds; ++round) {
     for (std::size_t i = 0; i < asked.size(); ++i) {
@@ -333,7 +355,11 @@ Registration reg{
            ->required();
        sub.add_option("--profile", a->profile,
                       "Hardware profile from `stratagem calibrate` for the simulation "
-                      "(default: the devices the run measured and the scenario's links)");
+                      "(default on CPUs: this host's, measured on first use and cached, with "
+                      "--fresh-units; on GPUs: the devices the run measured and the scenario's "
+                      "links)");
+       sub.add_flag("--recalibrate", a->recalibrate,
+                    "Measure this host's CPU profile again before validating");
        sub.add_option("--steps", a->real.steps, "Steps per real run (default 6; first is warm-up)");
        sub.add_flag("--fresh-units", a->real.measure_units,
                     "Time the model's units on each run's own processes just before it trains and "

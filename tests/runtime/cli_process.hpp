@@ -38,7 +38,14 @@ inline std::filesystem::path work_dir(const std::string& name) {
 /// Runs `stratagem args` with stdout and stderr captured in `dir` and stdin closed.
 inline Cli stratagem(const std::string& args, const std::filesystem::path& dir) {
   const auto t0 = std::chrono::steady_clock::now();
-  const std::string cmd = std::string(STRATAGEM_BINARY) + " " + args + " >" +
+  // This host's measured CPU profile (apps/host_profile.hpp) goes to a cache of the tests' own,
+  // not the user's, unless the test chose one.
+  const std::string cache =
+      std::getenv("STRATAGEM_CACHE_DIR") != nullptr
+          ? ""
+          : "STRATAGEM_CACHE_DIR=" +
+                (std::filesystem::temp_directory_path() / "stratagem-test-cache").string() + " ";
+  const std::string cmd = cache + std::string(STRATAGEM_BINARY) + " " + args + " >" +
                           (dir / "out").string() + " 2>" + (dir / "err").string() + " </dev/null";
   const int status = std::system(cmd.c_str());
   Cli r;
