@@ -63,6 +63,8 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
       m.cold_start_s[i] = c.calibration->ops[i].cold_start_s;
     }
     m.serial_collectives = c.calibration->serial_collectives;
+    m.compute_contention = c.calibration->compute_contention;
+    m.contention_processes = c.calibration->processes;
     m.profile = "profile " + c.calibration->profile;
   } else {
     m.network = std::make_shared<AlphaBetaNetwork>(links);

@@ -27,6 +27,17 @@ struct CostModels {
   /// no communication in flight and none that ended at that instant: issued after compute,
   /// not queued behind another (engine/measure/cold_start.hpp). All 0: no effect.
   std::array<double, spec::kCommOpCount> cold_start_s{};
+  /// Compute shared by a node's ranks (spec::CommCalibration::compute_contention): a compute
+  /// op's time holds for `contention_processes` ranks of its node computing at once; with k
+  /// computing it runs (1 + c·(processes − 1)) / (1 + c·(k − 1)) times as fast. 0: no effect.
+  double compute_contention = 0;
+  int contention_processes = 1;
+  /// How fast compute runs with `computing` ranks of its node computing (itself included),
+  /// relative to the durations the compute model gives.
+  double contention_rate(int computing) const {
+    const int k = computing > 1 ? computing : 1;
+    return (1 + compute_contention * (contention_processes - 1)) / (1 + compute_contention * (k - 1));
+  }
   /// Compute's spread (standard deviation / mean): `compute_jitter_cv` independent per op,
   /// `rank_jitter_cv` a per-rank speed that holds over a step (its error grows with the compute
   /// summed, not its square root). The ranks of a collective or transfer then arrive at it

@@ -41,6 +41,15 @@ class Run {
   void set_rank_busy(int rank, bool busy, double now);
   bool compute_slows_comm_ = false;  ///< any compute_comm_slowdown > 0
   void comm_activity(int rank, int delta, double now);
+  /// The rate of `rank`'s running compute: slowed while it communicates, and by the other
+  /// ranks of its node computing (models_.contention_rate).
+  double compute_rate(int rank) const;
+  /// Running compute of `rank` continues at compute_rate(rank) from `now`.
+  void rerate(int rank, double now);
+  /// `rank` (and the folded replicas it stands for) starts (+1) or stops (−1) computing.
+  void node_compute(int rank, int delta, double now);
+  bool rerate_compute_ = false;  ///< a compute slow-down or contention: track running compute
+  bool contention_ = false;      ///< models_.compute_contention > 0
   void start_activity(int a, double now);
   /// The last member of activity `a` arrived at `now`: start it then, or at the expected
   /// latest arrival when compute has a spread.
@@ -99,6 +108,12 @@ class Run {
   double rank_variance(int rank) const;
   std::vector<Arrival> arrivals_scratch_;
   std::vector<std::vector<plan::OpId>> running_compute_;  // only with a compute slow-down
+  // Contention (contention_ only): ranks computing per node; per built rank its node and the
+  // ranks it stands for per node (itself and its folded replicas); per node its built ranks.
+  std::vector<int> node_computing_;
+  std::vector<int> own_node_;
+  std::vector<std::vector<std::pair<int, int>>> node_share_;
+  std::vector<std::vector<int>> node_built_;
   // Resident bytes per class and in total, per built rank (folded ones run no ops):
   // memory_[slot_[rank]].
   std::vector<int> slot_;
@@ -141,6 +156,37 @@ void Run::init_state() {
       std::any_of(models_.compute_comm_slowdown.begin(), models_.compute_comm_slowdown.end(),
                   [](double v) { return v > 0; });
   running_compute_.assign(world, {});
+  contention_ = models_.compute_contention > 0;
+  rerate_compute_ = models_.comm_compute_slowdown > 0 || contention_;
+  if (contention_) {
+    const int gpn = std::max(1, plan_.scenario.cluster.gpus_per_node);
+    auto node_of = [&](int r) {
+      return r < static_cast<int>(plan_.layout.coords.size()) ? plan_.layout.coords[r].node
+                                                              : r / gpn;
+    };
+    int nodes = 0;
+    for (int r = 0; r < world; ++r) nodes = std::max(nodes, node_of(r) + 1);
+    node_computing_.assign(nodes, 0);
+    node_built_.assign(nodes, {});
+    own_node_.assign(world, 0);
+    node_share_.assign(world, {});
+    for (int r = 0; r < world; ++r) {
+      const plan::RankInfo& info = plan_.ranks[r];
+      const int built = info.built ? r : info.representative;
+      auto& share = node_share_[built];
+      const int n = node_of(r);
+      auto it = std::find_if(share.begin(), share.end(), [&](const auto& x) { return x.first == n; });
+      if (it == share.end()) {
+        share.push_back({n, 1});
+      } else {
+        ++it->second;
+      }
+      if (info.built) {
+        own_node_[r] = n;
+        node_built_[n].push_back(r);
+      }
+    }
+  }
 }
 
 void Run::init_result() {
@@ -215,15 +261,31 @@ void Run::comm_activity(int rank, int delta, double now) {
   const int before = comm_active_[rank];
   comm_active_[rank] += delta;
   if (comm_active_[rank] == 0) comm_idle_since_[rank] = now;
+  if (models_.comm_compute_slowdown <= 0 || (before == 0) == (comm_active_[rank] == 0)) return;
+  rerate(rank, now);
+}
+
+double Run::compute_rate(int rank) const {
   const double slowdown = models_.comm_compute_slowdown;
-  if (slowdown <= 0 || (before == 0) == (comm_active_[rank] == 0)) return;
-  const double rate = comm_active_[rank] > 0 ? 1.0 / (1.0 + slowdown) : 1.0;
+  const double comm = slowdown > 0 && comm_active_[rank] > 0 ? 1.0 / (1.0 + slowdown) : 1.0;
+  return contention_ ? comm * models_.contention_rate(node_computing_[own_node_[rank]]) : comm;
+}
+
+void Run::rerate(int rank, double now) {
+  const double rate = compute_rate(rank);
   for (plan::OpId id : running_compute_[rank]) {
     OpState& st = state_[id];
     st.work_s = std::max(0.0, st.work_s - st.rate * (now - st.last_s));
     st.last_s = now;
     st.rate = rate;
     queue_.push(now + st.work_s / rate, kComputeDone, id, ++st.version);
+  }
+}
+
+void Run::node_compute(int rank, int delta, double now) {
+  for (const auto& [node, ranks] : node_share_[rank]) node_computing_[node] += delta * ranks;
+  for (const auto& [node, ranks] : node_share_[rank]) {
+    for (int r : node_built_[node]) rerate(r, now);
   }
 }
 
@@ -239,11 +301,16 @@ void Run::start_op(plan::OpId id, double now) {
   st.work_s = info.duration_s;
   st.last_s = now;
   st.rate = 1.0;
-  if (models_.comm_compute_slowdown > 0 && !info.on_host) {
-    if (comm_active_[info.rank] > 0) st.rate = 1.0 / (1.0 + models_.comm_compute_slowdown);
-    running_compute_[info.rank].push_back(id);
-  }
   if (compute_slows_comm_ && !info.on_host) set_rank_busy(info.rank, true, now);
+  if (rerate_compute_ && !info.on_host) {
+    running_compute_[info.rank].push_back(id);
+    // Contention: the node's count changes, every running op there (this one too) re-rated.
+    if (contention_) {
+      node_compute(info.rank, +1, now);
+      return;
+    }
+    st.rate = compute_rate(info.rank);
+  }
   queue_.push(now + st.work_s / st.rate, kComputeDone, id, ++st.version);
 }
 
@@ -264,9 +331,10 @@ void Run::end_op(plan::OpId id, double now) {
       jitter_sum2_[rank] += d * d;
     }
     if (compute_slows_comm_ && !info.on_host) set_rank_busy(rank, false, now);
-    if (models_.comm_compute_slowdown > 0) {
+    if (rerate_compute_ && !info.on_host) {
       auto& running = running_compute_[rank];
       running.erase(std::find(running.begin(), running.end(), id));
+      if (contention_) node_compute(rank, -1, now);
     }
   } else {
     comm_activity(rank, -1, now);

@@ -17,6 +17,7 @@
 
 #include "engine/result/metrics.hpp"
 #include "engine/measure/cold_start.hpp"
+#include "engine/measure/compute_contention.hpp"
 #include "engine/measure/commbench.hpp"
 #include "engine/measure/device_bench.hpp"
 #include "engine/spec/host.hpp"
@@ -103,6 +104,7 @@ class Calibration {
     if (n_ >= 2) {
       p.network = network();
       p.overlap = overlap(*p.network);
+      if (o_.device.is_cpu()) contention(p.overlap);
     } else {
       say("network: one process, nothing to measure (run with --num_processes >= 2)");
     }
@@ -342,6 +344,24 @@ class Calibration {
       points.push_back({static_cast<double>(bytes), result::median(trials)});
     }
     return points;
+  }
+
+  // CPU processes share the host: the first --scenario's block forward and backward (else a
+  // block-like MLP) alone on each rank in turn, then on all at once. (GPUs: one device each.)
+  void contention(spec::OverlapProfile& ov) {
+    const auto work = o_.unit_scenarios.empty()
+                          ? mlp_workload(o_.device)
+                          : block_workload(o_.unit_scenarios.front(), o_.device);
+    const ComputeContention c =
+        measure_compute_contention(comm_, work, o_.quick ? 0.05 : 0.3, o_.device);
+    ov.compute_each_alone_s = c.alone_s;
+    ov.compute_each_together_s = c.together_s;
+    ov.compute_contention = c.per_peer;
+    std::ostringstream line;
+    line << "compute contention: " << c.together_s * 1e3 << " ms with " << n_
+         << " processes computing against " << c.alone_s * 1e3 << " ms alone: +"
+         << 100 * c.per_peer << " % per other computing process";
+    say(line.str());
   }
 
   spec::OverlapProfile overlap(const spec::NetworkProfile& net) {

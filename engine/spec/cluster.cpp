@@ -327,6 +327,7 @@ CommCalibration parse_calibration(const nlohmann::json& object, const std::strin
   c.comm_compute_slowdown = r.number_or("comm_compute_slowdown", 0.0, 0, 1e3);
   c.compute_comm_slowdown = r.number_or("compute_comm_slowdown", 0.0, 0, 1e3);
   c.serial_collectives = r.boolean_or("serial_collectives", false);
+  c.compute_contention = r.number_or("compute_contention", 0.0, 0, 1e3);
   for (int i = 0; i < kCommOpCount; ++i) {
     const char* name = to_string(static_cast<CommOp>(i));
     const nlohmann::json* op = r.find(name);
@@ -442,7 +443,8 @@ nlohmann::json to_json(const ClusterSpec& c) {
                         {"processes", cal.processes},
                         {"comm_compute_slowdown", cal.comm_compute_slowdown},
                         {"compute_comm_slowdown", cal.compute_comm_slowdown},
-                        {"serial_collectives", cal.serial_collectives}};
+                        {"serial_collectives", cal.serial_collectives},
+                        {"compute_contention", cal.compute_contention}};
     for (int i = 0; i < kCommOpCount; ++i) {
       k[to_string(static_cast<CommOp>(i))] = {
           {"alpha_us", cal.ops[i].alpha_s / units::kMicro},

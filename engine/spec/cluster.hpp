@@ -158,6 +158,10 @@ struct CommCalibration {
   /// The backend runs a rank's collectives one at a time in issue order (Gloo here): the
   /// simulator then queues parameter gathers behind gradient reduce-scatters.
   bool serial_collectives = false;
+  /// Compute shares the host: each other rank of a node computing at the same moment makes a
+  /// rank's compute take 1 + this longer (linear in their number; CPU processes on shared
+  /// cores). The profile's compute times hold for all `processes` computing at once.
+  double compute_contention = 0;
   const MeasuredComm& at(CommOp op) const { return ops[static_cast<int>(op)]; }
 };
 

@@ -158,6 +158,9 @@ OverlapProfile parse_overlap(const nlohmann::json& object, const std::string& pa
   o.comm_alone_s = units::us_to_s(r.number_or("comm_alone_us", 0, 0, 1e12));
   o.comm_with_compute_s = units::us_to_s(r.number_or("comm_with_compute_us", 0, 0, 1e12));
   o.comm_slowdown_during_compute = r.number_or("comm_slowdown_during_compute", 0, 0, 1e3);
+  o.compute_contention = r.number_or("compute_contention", 0, 0, 1e3);
+  o.compute_each_alone_s = units::us_to_s(r.number_or("compute_each_alone_us", 0, 0, 1e12));
+  o.compute_each_together_s = units::us_to_s(r.number_or("compute_each_together_us", 0, 0, 1e12));
   if (const nlohmann::json* by = r.find("comm_slowdown_during_compute_by_op")) {
     ObjectReader b(*by, r.child_path("comm_slowdown_during_compute_by_op"));
     for (int i = 0; i < kCommOpCount; ++i) {
@@ -271,6 +274,11 @@ nlohmann::json to_json(const HardwareProfile& p) {
                     {"comm_alone_us", o.comm_alone_s / units::kMicro},
                     {"comm_with_compute_us", o.comm_with_compute_s / units::kMicro},
                     {"comm_slowdown_during_compute", o.comm_slowdown_during_compute}};
+  if (o.compute_each_alone_s > 0) {
+    doc["overlap"]["compute_contention"] = o.compute_contention;
+    doc["overlap"]["compute_each_alone_us"] = o.compute_each_alone_s / units::kMicro;
+    doc["overlap"]["compute_each_together_us"] = o.compute_each_together_s / units::kMicro;
+  }
   if (!o.comm_slowdown_during_compute_by_op.empty()) {
     auto& by = doc["overlap"]["comm_slowdown_during_compute_by_op"] = nlohmann::json::object();
     for (const auto& [op, v] : o.comm_slowdown_during_compute_by_op) by[to_string(op)] = v;
@@ -336,6 +344,7 @@ std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {
   c.compute_comm_slowdown = p.overlap.comm_slowdown_during_compute;
   // Stratagem's Gloo communicator runs a rank's collectives in issue order on one thread.
   c.serial_collectives = p.network->backend == "gloo";
+  c.compute_contention = p.overlap.compute_contention;
   for (const auto& [op, cp] : p.network->ops) {
     const auto& by = p.overlap.comm_slowdown_during_compute_by_op;
     const auto it = by.find(op);

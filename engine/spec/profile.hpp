@@ -120,6 +120,11 @@ struct OverlapProfile {
   /// The same per collective (all_reduce, reduce_scatter, all_gather measured); the others
   /// take comm_slowdown_during_compute. Reductions on CPUs compete with compute for the cores.
   std::map<CommOp, double> comm_slowdown_during_compute_by_op;
+  /// Compute on one process against compute on all at once (engine/measure/compute_contention):
+  /// a work item's time with the others idle, with all computing, and the extra time per other
+  /// computing process, (together / alone − 1) / (processes − 1). 0: not measured (GPUs).
+  units::Seconds compute_each_alone_s = 0, compute_each_together_s = 0;
+  double compute_contention = 0;
 };
 
 struct HardwareProfile {

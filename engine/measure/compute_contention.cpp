@@ -1,0 +1,64 @@
+#include "engine/measure/compute_contention.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <ATen/ATen.h>
+
+#include "engine/measure/commbench.hpp"
+#include "engine/measure/device_bench.hpp"
+
+namespace stratagem::runtime {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Mean time per call of `work` over at least `seconds` (and 3 calls).
+double time_per_call(const std::function<void()>& work, double seconds) {
+  const auto t0 = Clock::now();
+  int calls = 0;
+  double elapsed = 0;
+  while (calls < 3 || elapsed < seconds) {
+    work();
+    ++calls;
+    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+  }
+  return elapsed / calls;
+}
+
+}  // namespace
+
+ComputeContention measure_compute_contention(Communicator& comm, const std::function<void()>& work,
+                                             double seconds, const c10::Device& device) {
+  const int n = comm.world_size();
+  const int rank = comm.rank();
+  work();  // warm-up: allocations, kernel selection
+  double alone = 0;
+  for (int r = 0; r < n; ++r) {
+    comm.barrier({});
+    if (rank == r) alone = time_per_call(work, seconds);
+  }
+  comm.barrier({});
+  const double together = time_per_call(work, seconds);
+  comm.barrier({});
+  ComputeContention c;
+  c.processes = n;
+  c.alone_s = reduce_scalar(comm, alone, ReduceOp::sum, device) / n;
+  c.together_s = reduce_scalar(comm, together, ReduceOp::sum, device) / n;
+  const double ratio = reduce_scalar(comm, together / std::max(alone, 1e-12), ReduceOp::sum, device) / n;
+  c.per_peer = n > 1 ? std::max(0.0, (ratio - 1) / (n - 1)) : 0.0;
+  return c;
+}
+
+std::function<void()> mlp_workload(const c10::Device& device) {
+  const auto options = at::TensorOptions().dtype(at::kFloat).device(device);
+  const auto x = at::randn({512, 256}, options);
+  const auto w1 = at::randn({256, 1024}, options), w2 = at::randn({1024, 256}, options);
+  return [x, w1, w2] {
+    const auto y = at::add(x, at::mm(at::gelu(at::mm(x, w1)), w2));
+    synchronize(y);
+  };
+}
+
+}  // namespace stratagem::runtime
