@@ -2,21 +2,26 @@
 """Compute alone against compute on every process at once, on this machine.
 
 Times a GPT block like the CPU validation scenarios' (hidden 256, 4 heads, ffn 1024, sequence
-128; one intra-op thread per process, as `stratagem run --cpu` gives each worker) forward and
-backward, first in one process while the others sleep, then in N processes at once. Prints the
-medians and the slow-down of running together (time together / time alone).
+128; one intra-op thread and one OpenBLAS thread per process, as `stratagem run --cpu` gives
+each worker on two cores) forward and backward, first in one process while the others sleep,
+then in N processes at once. Prints the medians and the slow-down of running together (time
+together / time alone): what `stratagem calibrate` measures as `overlap.compute_contention`.
 
-Why: `stratagem calibrate --scenario` and `validate --fresh-units` time the model's units with
-every process computing at once. A pipeline's ranks take turns (one computes while the other
-waits for its activations), so where the slow-down is large the measured units over-state the
-pipeline's compute and the simulator over-predicts it.
+Set the threads as the workers do: without OPENBLAS_NUM_THREADS=1 a lone process's matmuls
+use every core and the figure measures OpenBLAS's threads, not the host (2.6x instead of 1.1x
+on the 2-vCPU development VM).
 
 Needs PyTorch (Debian: apt-get install python3-torch), a reference peer for measurements,
 never a dependency of Stratagem. Usage: python3 bench/cpu_contention.py [processes] [seconds]
 """
-import multiprocessing as mp
-import sys
-import time
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before torch loads OpenBLAS
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import multiprocessing as mp  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
 
 
 def block_times(batch, seconds, start, out):

@@ -1,8 +1,9 @@
 #pragma once
 // Compute on one process against compute on every process at once. CPU worker processes share
 // the host's cores, caches and memory bandwidth (and, on a VM, whatever the hypervisor gives
-// the vCPUs): on the 2-vCPU development VM a GPT block runs 1.55-2.6x slower while the other
-// process computes too (bench/cpu_contention.py). The profile's compute times are measured with
+// the vCPUs, or SMT siblings): on the 2-vCPU development VM a GPT block runs 1.02-1.15x slower
+// while the other process computes too (bench/cpu_contention.py), more where processes
+// outnumber cores. The profile's compute times are measured with
 // every process computing; a pipeline's ranks take turns, so the simulator scales each compute
 // op by how many ranks of its node compute at that moment (sim::CostModels::contention_rate).
 #include <functional>
