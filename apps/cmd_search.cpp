@@ -58,15 +58,18 @@ int run(const Options& o) {
   std::optional<spec::FittedProfile> fitted;
   std::string cluster_name = o.cluster;
   if (!o.profile.empty()) {
-    // "host": measured with one process per core (as `calibrate`), or the --cluster's devices.
-    const int processes =
-        o.cluster_given
-            ? spec::parse_cluster(spec::resolve_preset(spec::PresetKind::cluster, cluster,
-                                                       "--cluster"),
-                                  "--cluster")
-                  .gpus_per_node
-            : static_cast<int>(std::max(2u, std::thread::hardware_concurrency()));
-    const std::string file = resolve_profile(o.profile, processes);
+    // "host": measured with the --cluster's devices per node, else one process per core (as
+    // `calibrate`).
+    const std::string file =
+        o.profile != "host" ? o.profile
+        : o.cluster_given
+            ? host_profile(spec::parse_cluster(spec::resolve_preset(spec::PresetKind::cluster,
+                                                                    cluster, "--cluster"),
+                                               "--cluster")
+                               .gpus_per_node,
+                           false)
+            : host_profile(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())),
+                           false);
     const nlohmann::json doc = spec::read_json_file(file);
     if (spec::is_fitted_profile(doc)) {
       fitted = spec::parse_fitted_profile(doc, file);

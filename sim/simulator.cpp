@@ -417,11 +417,12 @@ void Run::launch(int a, double now) {
   // A collective that one of its ranks starts cold — nothing in flight on it and nothing that
   // ended just now (it was computing, not queued behind another) — waits its backend's wake-up.
   double cold_s = 0;
-  if (cold_starts_ && a < instances_) {
-    const double extra = models_.cold_start_s[index_.ops[index_.members(a)[0]].comm_op];
+  const double extra =
+      cold_starts_ && a < instances_ ? models_.cold_start_s[index_.ops[index_.members(a)[0]].comm_op] : 0;
+  if (extra > 0) {
     for (plan::OpId member : index_.members(a)) {
       const int rank = index_.ops[member].rank;
-      if (extra > 0 && comm_active_[rank] == 0 && comm_idle_since_[rank] < now) {
+      if (comm_active_[rank] == 0 && comm_idle_since_[rank] < now) {
         cold_s = extra;
         break;
       }

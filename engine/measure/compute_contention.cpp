@@ -1,7 +1,6 @@
 #include "engine/measure/compute_contention.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include <ATen/ATen.h>
 
@@ -12,19 +11,15 @@ namespace stratagem::runtime {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// Mean time per call of `work` over at least `seconds` (and 3 calls).
+// Mean time per call of `work` over `seconds` (after one warm-up call): measure_rate's loop.
 double time_per_call(const std::function<void()>& work, double seconds) {
-  const auto t0 = Clock::now();
-  int calls = 0;
-  double elapsed = 0;
-  while (calls < 3 || elapsed < seconds) {
-    work();
-    ++calls;
-    elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
-  }
-  return elapsed / calls;
+  return 1.0 / measure_rate(
+                   1.0,
+                   [&] {
+                     work();
+                     return at::Tensor();
+                   },
+                   seconds, 1);
 }
 
 }  // namespace
@@ -33,7 +28,6 @@ ComputeContention measure_compute_contention(Communicator& comm, const std::func
                                              double seconds, const c10::Device& device) {
   const int n = comm.world_size();
   const int rank = comm.rank();
-  work();  // warm-up: allocations, kernel selection
   double alone = 0;
   for (int r = 0; r < n; ++r) {
     comm.barrier({});
