@@ -16,6 +16,7 @@
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
 #include "apps/version.hpp"
+#include "engine/runtime/host_memory.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/measure/calibrate.hpp"
 #include "engine/comm/communicator.hpp"
@@ -73,8 +74,10 @@ int run_rank(const CalibrateArgs& a) {
   o.device = backend == "nccl"
                  ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                  : c10::Device(c10::kCPU);
-  if (o.device.is_cpu())
+  if (o.device.is_cpu()) {
     runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
+    runtime::keep_freed_host_memory();  // as the workers run
+  }
   for (const auto& sc : a.scenarios) {
     const spec::Scenario s = spec::load_scenario(sc);
     for (const auto& g : runtime::model_gemms(s)) o.extra_gemms.push_back(g);

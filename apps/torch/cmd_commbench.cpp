@@ -14,6 +14,7 @@
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
 #include "apps/version.hpp"
+#include "engine/runtime/host_memory.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/measure/commbench.hpp"
 #include "engine/comm/communicator.hpp"
@@ -84,7 +85,10 @@ int run_rank(const BenchArgs& a) {
   const c10::Device device =
       backend == "nccl" ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                         : c10::Device(c10::kCPU);
-  if (device.is_cpu()) runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
+  if (device.is_cpu()) {
+    runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
+    runtime::keep_freed_host_memory();
+  }
   runtime::CommBenchOptions o;
   o.dtype = runtime::parse_bench_dtype(a.dtype, "-d");
   o.sizes = spec::size_sweep(spec::parse_size(a.min_bytes, "-b"),

@@ -24,6 +24,7 @@
 #include "engine/measure/device_bench.hpp"
 #include "engine/launch/dist_env.hpp"
 #include "engine/comm/store.hpp"
+#include "engine/runtime/host_memory.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/measure/unit_timing.hpp"
 #include "engine/runtime/worker.hpp"
@@ -198,6 +199,7 @@ int run_worker(const WorkerArgs& args) {
            : c10::Device(c10::kCPU);
   if (!cuda) {
     set_cpu_threads(cpu_threads_per_process(env.local_world_size));
+    keep_freed_host_memory();
   }
   spec::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);
