@@ -13,6 +13,7 @@
 #include "engine/comm/inproc_communicator.hpp"
 #include "engine/launch/heartbeat.hpp"
 #include "engine/comm/torch_compat.hpp"
+#include "engine/runtime/host_memory.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::accelerate {
@@ -91,6 +92,8 @@ Accelerator::Accelerator(AcceleratorOptions options)
   runtime::Heartbeat::start_from_env();  // `stratagem launch` watches liveness through it
   runtime::Heartbeat::progress("starting the Accelerator");
   runtime::compat::set_library_log_level(!options_.debug);
+  // On CPUs reuse freed blocks instead of fresh zeroed pages each step, as the workers do.
+  if (device_.is_cpu()) runtime::keep_freed_host_memory();
   if (options_.seed) set_seed(*options_.seed);
   if (options_.gradient_accumulation_steps < 1) {
     throw SpecError("gradient_accumulation_steps", "must be >= 1");
