@@ -7,7 +7,6 @@
 #include <gloo/allreduce.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/reduce_scatter.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <atomic>
@@ -21,6 +20,7 @@
 #include "engine/comm/comm_checks.hpp"
 #include "engine/comm/comm_progress.hpp"
 #include "engine/comm/gloo_context.hpp"
+#include "engine/comm/gloo_reduce_scatter.hpp"
 #include "engine/comm/store.hpp"
 #include "engine/spec/error.hpp"
 
@@ -37,6 +37,20 @@ void check_reducible(at::ScalarType t, const std::string& op) {
 
 void check_cpu(const at::Tensor& t, const std::string& op) {
   if (!t.device().is_cpu()) throw RuntimeError(op + ": the Gloo backend needs CPU tensors");
+}
+
+// The ring reads every chunk of `input` but this rank's after writing `output`: an output that
+// overlaps the input is allowed only as this rank's own chunk (NCCL's in-place form).
+void check_in_place_shard(const at::Tensor& output, const at::Tensor& input, int index) {
+  const auto* in = static_cast<const char*>(input.data_ptr());
+  const auto* out = static_cast<const char*>(output.data_ptr());
+  const auto in_bytes = static_cast<std::ptrdiff_t>(tensor_bytes(input));
+  const auto out_bytes = static_cast<std::ptrdiff_t>(tensor_bytes(output));
+  const bool overlap = out < in + in_bytes && in < out + out_bytes;
+  if (overlap && out != in + static_cast<std::ptrdiff_t>(index) * out_bytes) {
+    throw RuntimeError("reduce_scatter: output overlaps input; in place, output must be this "
+                       "rank's chunk of input (chunk " + std::to_string(index) + ")");
+  }
 }
 
 // A posted send/recv and the thread waiting for it to complete.
@@ -165,34 +179,18 @@ class GlooCore final : public Communicator, public std::enable_shared_from_this<
       throw RuntimeError("reduce_scatter: input must hold group size (" + std::to_string(n) +
                          ") x output elements of the same dtype");
     }
-    if (input.numel() > std::numeric_limits<int>::max()) {
-      throw RuntimeError("reduce_scatter: gloo's halving-doubling takes at most 2^31-1 elements");
-    }
+    check_in_place_shard(output, input, index_in(g, rank_));
     return enqueue("reduce_scatter", g, input,
-                   [this, output, input, n](const ContextPtr& ctx, uint32_t tag) {
+                   [this, output, input](const ContextPtr& ctx, uint32_t tag) {
                      if (!ctx) {
                        output.copy_(input.view_as(output));
                        return;
                      }
-                     // The algorithm reduces in place and leaves this rank's shard at the
-                     // front of the buffer; work on a copy so `input` stays intact.
-                     at::Tensor scratch = input.clone();
-                     const auto k = static_cast<int>(output.numel());
                      dispatch_reducible(input.scalar_type(), "reduce_scatter", [&]<typename T>() {
-                       T* ptr = static_cast<T*>(scratch.data_ptr());
-                       gloo::ReduceScatterHalvingDoubling<T> algo(
-                           ctx, std::vector<T*>{ptr}, static_cast<int>(scratch.numel()),
-                           std::vector<int>(static_cast<std::size_t>(n), k));
-                       // Every member has registered its receive buffers once this barrier
-                       // passes; without it, early data for an unregistered buffer makes gloo's
-                       // event loop spin until the slow rank catches up.
-                       gloo::BarrierOptions b(ctx);
-                       b.setTag(tag);
-                       b.setTimeout(o_.timeout);
-                       gloo::barrier(b);
-                       algo.run();
+                       ring_reduce_scatter(ctx, input.data_ptr(), output.data_ptr(),
+                                           static_cast<std::size_t>(output.numel()), sizeof(T),
+                                           &gloo::sum<T>, tag, o_.timeout, rs_workspace_);
                      });
-                     output.view(-1).copy_(scratch.view(-1).narrow(0, 0, k));
                    });
   }
 
@@ -398,6 +396,7 @@ class GlooCore final : public Communicator, public std::enable_shared_from_this<
   ContextPtr p2p_;
   std::map<std::string, ContextPtr> contexts_;  // worker thread only (after construction)
   std::map<std::string, uint32_t> tags_;        // worker thread only
+  std::vector<char> rs_workspace_;              // worker thread only: reduce-scatter's buffers
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Op> queue_;

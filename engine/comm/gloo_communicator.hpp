@@ -1,6 +1,8 @@
 #pragma once
-// The Gloo backend for CPU tensors: libgloo's own algorithms (ring all-reduce, halving-doubling
-// reduce-scatter, ring all-gather, one-to-all broadcast, barrier, unbound-buffer send/recv)
+// The Gloo backend for CPU tensors: libgloo's own algorithms (ring all-reduce, ring all-gather,
+// one-to-all broadcast, barrier, unbound-buffer send/recv) and our ring reduce-scatter on its
+// unbound buffers (gloo_reduce_scatter.hpp: libgloo's halving-doubling one can send corrupted
+// data)
 // over its TCP transport, with addresses exchanged through the job's Store. c10d's
 // ProcessGroupGloo is not used: in LibTorch 1.13 it has no reduce-scatter.
 //

@@ -3,6 +3,7 @@
 // through the launcher is in test_launcher_gloo.cpp).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "engine/comm/gloo_communicator.hpp"
 #include "engine/launch/ports.hpp"
 #include "engine/comm/store.hpp"
+#include "engine/runtime/host_memory.hpp"
 #include "engine/spec/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
@@ -79,6 +81,76 @@ TEST(CommGloo, LargeBuffersAcrossManySegmentsStayExact) {
     EXPECT_TRUE(at::equal(shard, want_sum.narrow(0, r * k, k))) << "shard of rank " << r;
     c->barrier({});
   });
+  EXPECT_TRUE(errors.empty()) << joined(errors);
+}
+
+TEST(CommGloo, ReduceScatterLeavesItsInputAndRunsInPlace) {
+  // 2 ranks (one ring step, straight into the output), 3 (one partial sum) and 4 (two
+  // partial sums alternating): the input is never written, and NCCL's in-place form (output
+  // = this rank's chunk of the input) gives the same shard. Any other overlap is refused.
+  GlooWorld world;
+  for (int n = 2; n <= 4; ++n) {
+    const auto errors = run_ranks(n, [&](int r) {
+      auto c = world.join(r, n, "rs" + std::to_string(n) + "/");
+      const int64_t k = 70'001;  // odd, so chunks start at unaligned offsets
+      auto base = at::remainder(at::arange(n * k, at::dtype(at::kDouble)), 11.0);
+      auto in = base.mul(r + 1);
+      const auto original = in.clone();
+      const auto want = base.mul(n * (n + 1) / 2).narrow(0, r * k, k);
+      auto out = at::zeros({k}, at::dtype(at::kDouble));
+      c->reduce_scatter(out, in, {})->wait();
+      expect_equal(out, want, "shard");
+      EXPECT_TRUE(at::equal(in, original)) << "input changed on rank " << r;
+      auto own = in.narrow(0, r * k, k);
+      c->reduce_scatter(own, in, {})->wait();
+      expect_equal(own, want, "in-place shard");
+      EXPECT_THROW(c->reduce_scatter(in.narrow(0, 1, k), in, {}), RuntimeError);
+      c->barrier({});
+    });
+    EXPECT_TRUE(errors.empty()) << joined(errors);
+  }
+}
+
+TEST(CommGloo, ReduceScatterStaysExactUnderLoad) {
+  // libgloo's halving-doubling reduce-scatter overwrote the buffer it was still sending from,
+  // so a peer slow to read got a corrupted tail (bench/README.md: 18,079 wrong elements at
+  // 16 MiB with the machine loaded). Workers keep freed memory (host_memory.hpp), which made
+  // it show; do so too, load the cores and repeat large, back-to-back ops.
+  runtime::keep_freed_host_memory();
+  GlooWorld world;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> hogs;
+  // Three spinning threads per core: with one per core the old code failed 1 run in 4, with
+  // three 4 in 4.
+  const unsigned spinners = std::min(48u, 3 * std::max(1u, std::thread::hardware_concurrency()));
+  for (unsigned i = 0; i < spinners; ++i) {
+    hogs.emplace_back([&] {
+      volatile double x = 1;
+      while (!stop) x = x * 1.0000001 + 1e-9;
+    });
+  }
+  const auto errors = run_ranks(2, [&](int r) {
+    auto c = world.join(r, 2, "load/");
+    const int64_t k = 2 * 1024 * 1024;  // 16 MiB of fp32 in, 8 MiB out
+    auto rank_input = [&](int q) {
+      return at::remainder(at::arange(2 * k, at::dtype(at::kFloat)).add(q), 7.0).add(1);
+    };
+    auto in = rank_input(r);
+    const auto want = rank_input(0).add(rank_input(1)).narrow(0, r * k, k);
+    std::vector<at::Tensor> outs;
+    std::vector<runtime::WorkPtr> works;
+    for (int i = 0; i < 8; ++i) {
+      outs.push_back(at::empty({k}));
+      works.push_back(c->reduce_scatter(outs.back(), in, {}));
+    }
+    for (int i = 0; i < 8; ++i) {
+      works[i]->wait();
+      expect_equal(outs[i], want, "shard " + std::to_string(i));
+    }
+    c->barrier({});
+  });
+  stop = true;
+  for (auto& h : hogs) h.join();
   EXPECT_TRUE(errors.empty()) << joined(errors);
 }
 

@@ -45,9 +45,11 @@ inline void expect_equal(const at::Tensor& got, const at::Tensor& want, const st
   ASSERT_EQ(got.numel(), want.numel()) << what;
   const auto g = got.to(at::kDouble).reshape({-1});
   const auto w = want.to(at::kDouble).reshape({-1});
-  for (int64_t i = 0; i < g.numel(); ++i) {
-    ASSERT_EQ(g[i].item<double>(), w[i].item<double>()) << what << " at element " << i;
-  }
+  if (at::equal(g, w)) return;
+  const auto bad = at::nonzero(at::ne(g, w)).reshape({-1});
+  const int64_t i = bad[0].item<int64_t>();
+  ADD_FAILURE() << what << " at element " << i << " (" << bad.numel() << " wrong): got "
+                << g[i].item<double>() << ", want " << w[i].item<double>();
 }
 
 /// The same closed-form checks on any backend, run by every rank of `c`'s world.
