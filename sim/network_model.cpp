@@ -125,21 +125,42 @@ CommPhases AlphaBetaNetwork::collective(plan::CollectiveKind kind, const GroupSh
     }
     return out;
   }
+  // Across nodes the data moves hierarchically (inside the node at 1/k of it per network
+  // link: each node's k NICs carry 1/k), but NCCL's ring is one ring through every GPU, so
+  // its latency counts (k − 1) NVLink hops in each node, nodes·(k − 1) in all, plus
+  // nodes − 1 network hops: NCCL's own model (src/graph/tuning.cc, (nsteps − nInterSteps) ·
+  // intraLat + nInterSteps · interLat). Its tree all-reduce goes up and down inside one node
+  // (k − 1 hops each way) and 2⌈log2 nodes⌉ network hops.
   const int k = g.per_node, nodes = g.nodes;
   const units::Bytes shard = bytes / k;
+  auto through_every_node = [nodes](CommPhase p) {
+    p.latency_s *= nodes;
+    return p;
+  };
   switch (kind) {
-    case plan::CollectiveKind::all_reduce:
-      add(ring_reduce_scatter(k, bytes, intra_, intra));
-      add(all_reduce(nodes, shard, inter));
-      add(ring_all_gather(k, bytes, intra_, intra));
+    case plan::CollectiveKind::all_reduce: {
+      const CommPhase rs = ring_reduce_scatter(k, bytes, intra_, intra);
+      const CommPhase ag = ring_all_gather(k, bytes, intra_, intra);
+      const CommPhase ring = ring_all_reduce(nodes, shard, inter_, inter);
+      const CommPhase tree = tree_all_reduce(nodes, shard, inter_, inter);
+      const double inside = rs.latency_s + rs.transfer_s + ag.latency_s + ag.transfer_s;
+      const double ring_s = inside + (nodes - 1) * (rs.latency_s + ag.latency_s) +
+                            ring.latency_s + ring.transfer_s;
+      const double tree_s = inside + tree.latency_s + tree.transfer_s;
+      const bool use_tree = algorithm_ == Algorithm::tree ||
+                            (algorithm_ == Algorithm::fastest && tree_s < ring_s);
+      add(use_tree ? rs : through_every_node(rs));
+      add(use_tree ? tree : ring);
+      add(use_tree ? ag : through_every_node(ag));
       break;
+    }
     case plan::CollectiveKind::reduce_scatter:
-      add(ring_reduce_scatter(k, bytes, intra_, intra));
+      add(through_every_node(ring_reduce_scatter(k, bytes, intra_, intra)));
       add(ring_reduce_scatter(nodes, shard, inter_, inter));
       break;
     case plan::CollectiveKind::all_gather:
       add(ring_all_gather(nodes, shard, inter_, inter));
-      add(ring_all_gather(k, bytes, intra_, intra));
+      add(through_every_node(ring_all_gather(k, bytes, intra_, intra)));
       break;
     case plan::CollectiveKind::broadcast:
       add(broadcast(nodes, bytes, inter));

@@ -62,7 +62,9 @@ TEST(NetworkModel, HierarchicalAllReduceAcrossNodes) {
   EXPECT_EQ(p.phase[1].link, LinkKind::inter_node);
   EXPECT_EQ(p.phase[2].link, LinkKind::intra_node);
   EXPECT_DOUBLE_EQ(p.phase[0].transfer_s, 7.0 / 8 * S / B);
-  EXPECT_DOUBLE_EQ(p.phase[0].latency_s, 7 * A);
+  // NCCL's ring passes every GPU: 7 NVLink hops in each of the 4 nodes (tuning.cc).
+  EXPECT_DOUBLE_EQ(p.phase[0].latency_s, 4 * 7 * A);
+  EXPECT_DOUBLE_EQ(p.phase[2].latency_s, 4 * 7 * A);
   EXPECT_DOUBLE_EQ(p.phase[1].transfer_s, 2.0 * 3 / 4 * (S / 8) / inter.bandwidth);
   EXPECT_DOUBLE_EQ(p.phase[1].latency_s, 2.0 * 3 * inter.latency);
   EXPECT_DOUBLE_EQ(p.phase[2].transfer_s, p.phase[0].transfer_s);
@@ -83,6 +85,27 @@ TEST(NetworkModel, HierarchicalReduceScatterAndAllGather) {
   ASSERT_EQ(ag.count, 2);
   EXPECT_EQ(ag.phase[0].link, LinkKind::inter_node);
   EXPECT_DOUBLE_EQ(ag.total_s(), rs.total_s());
+  // Latency as NCCL's ring model: nRanks − nNodes NVLink hops and nNodes − 1 network hops.
+  EXPECT_DOUBLE_EQ(rs.phase[0].latency_s + rs.phase[1].latency_s,
+                   (16 - 2) * A + (2 - 1) * inter.latency);
+}
+
+TEST(NetworkModel, TreeAllReduceAcrossNodesCrossesOneNodesNvlinkOnly) {
+  // NCCL's tree: k − 1 hops up and down inside a node, 2⌈log2 nodes⌉ between nodes; the ring
+  // would cross every node's NVLink, so at many nodes and a small message the tree wins.
+  const spec::LinkSpec inter{25e9, 5e-6};
+  AlphaBetaNetwork tree(kLink, inter, Algorithm::tree);
+  const CommPhases t = tree.collective(plan::CollectiveKind::all_reduce, {512, 64, 8}, 8);
+  ASSERT_EQ(t.count, 3);
+  EXPECT_DOUBLE_EQ(t.phase[0].latency_s, 7 * A);
+  EXPECT_DOUBLE_EQ(t.phase[1].latency_s, 2.0 * 6 * inter.latency);
+  AlphaBetaNetwork fastest(kLink, inter, Algorithm::fastest);
+  EXPECT_DOUBLE_EQ(fastest.collective(plan::CollectiveKind::all_reduce, {512, 64, 8}, 8).total_s(),
+                   t.total_s());
+  AlphaBetaNetwork ring(kLink, inter, Algorithm::ring);
+  const CommPhases r = ring.collective(plan::CollectiveKind::all_reduce, {512, 64, 8}, 8);
+  EXPECT_DOUBLE_EQ(r.phase[0].latency_s + r.phase[2].latency_s, 2.0 * (512 - 64) * A);
+  EXPECT_GT(r.total_s(), t.total_s());
 }
 
 TEST(NetworkModel, FastestPicksTreeForSmallMessagesRingForLarge) {
