@@ -26,8 +26,13 @@ std::string host_key();
 /// else $HOME/.cache/stratagem; RuntimeError naming the variables when none is set.
 std::filesystem::path cache_dir();
 
+/// Bumped whenever what the host calibration measures changes (the method, or the runtime it
+/// times): older entries are then measured anew instead of being reused. 2: the Gloo backend's
+/// ring reduce-scatter and CPU workers keeping freed memory (2026-12-04).
+inline constexpr int kHostMeasurementVersion = 2;
+
 /// The cached profile of this host's CPU measured with `processes` worker processes running
-/// at once: cache_dir() / "cpu-<host_key>-x<processes>.json".
+/// at once: cache_dir() / "cpu-m<version>-<host_key>-x<processes>.json".
 std::filesystem::path host_profile_path(int processes);
 
 }  // namespace stratagem::spec

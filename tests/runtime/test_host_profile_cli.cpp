@@ -16,7 +16,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// The cached profiles in `dir` (cpu-<host>-x<N>.json), lock files left out.
+/// The cached profiles in `dir` (cpu-m<version>-<host>-<key>-x<N>.json), lock files left out.
 std::vector<fs::path> cached(const fs::path& dir) {
   std::vector<fs::path> out;
   if (!fs::exists(dir)) return out;

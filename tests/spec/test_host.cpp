@@ -81,7 +81,9 @@ TEST(Host, WithoutAnyCacheVariableTheErrorNamesThem) {
 
 TEST(Host, ProfilePathIsPerHostAndProcessCount) {
   ScopedEnv own("STRATAGEM_CACHE_DIR", "/c");
-  EXPECT_EQ(host_profile_path(2), std::filesystem::path("/c/cpu-" + host_key() + "-x2.json"));
+  EXPECT_EQ(host_profile_path(2),
+            std::filesystem::path("/c/cpu-m" + std::to_string(kHostMeasurementVersion) + "-" +
+                                  host_key() + "-x2.json"));
   EXPECT_NE(host_profile_path(2), host_profile_path(4));
   EXPECT_THROW((void)host_profile_path(0), SpecError);
 }
