@@ -15,6 +15,7 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
+#include "engine/measure/stopwatch.hpp"
 #include "engine/result/metrics.hpp"
 #include "engine/measure/cold_start.hpp"
 #include "engine/measure/compute_contention.hpp"
@@ -29,12 +30,6 @@
 namespace stratagem::runtime {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // How much to measure. The default finishes in about 15 s on a 2-core machine with 2
 // processes; --quick in a few seconds (for tests), with correspondingly noisier fits.

@@ -7,17 +7,12 @@
 
 #include "engine/measure/commbench.hpp"
 #include "engine/measure/device_bench.hpp"
+#include "engine/measure/stopwatch.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 }  // namespace
 

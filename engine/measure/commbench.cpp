@@ -7,6 +7,7 @@
 
 #include <ATen/ATen.h>
 
+#include "engine/measure/stopwatch.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/units.hpp"
 
@@ -14,12 +15,7 @@ namespace stratagem::runtime {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 constexpr std::int64_t kPattern = 7;  // inputs are ((index + rank) mod 7) + 1
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // ((offset + i + shift) mod 7) + 1 for i in [0, count): one rank's contribution.
 at::Tensor pattern(std::int64_t count, std::int64_t offset, std::int64_t shift) {

@@ -9,17 +9,12 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "engine/measure/stopwatch.hpp"
 #include "engine/spec/error.hpp"
 
 namespace stratagem::runtime {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double seconds_since(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 at::ScalarType storage_type(spec::DType d) {
   switch (d) {
