@@ -417,8 +417,9 @@ void Run::launch(int a, double now) {
   // A collective that one of its ranks starts cold — nothing in flight on it and nothing that
   // ended just now (it was computing, not queued behind another) — waits its backend's wake-up.
   double cold_s = 0;
-  const double extra =
-      cold_starts_ && a < instances_ ? models_.cold_start_s[index_.ops[index_.members(a)[0]].comm_op] : 0;
+  const double extra = cold_starts_ && a < instances_
+                           ? models_.cold_start_s[index_.ops[index_.members(a)[0]].comm_op]
+                           : 0.0;
   if (extra > 0) {
     for (plan::OpId member : index_.members(a)) {
       const int rank = index_.ops[member].rank;

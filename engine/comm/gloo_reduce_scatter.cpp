@@ -26,9 +26,9 @@ std::size_t ring_reduce_scatter_workspace(int p, std::size_t chunk_bytes) {
   return chunk_bytes * static_cast<std::size_t>(1 + std::min(2, p - 2));
 }
 
-void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* input,
-                         void* output, std::size_t chunk_elems, std::size_t elem_bytes,
-                         GlooReduceFn reduce, std::uint32_t tag, std::chrono::milliseconds timeout,
+void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* input, void* output,
+                         std::size_t chunk_elems, std::size_t elem_bytes, GlooReduceFn reduce,
+                         std::uint32_t tag, std::chrono::milliseconds timeout,
                          std::vector<char>& workspace) {
   const int p = ctx->size;
   const int r = ctx->rank;
@@ -54,8 +54,7 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* 
   for (int s = 0; s < p - 1; ++s) {
     // Step 0 sends this rank's own chunk as it is; later steps the partial sum the previous
     // step wrote. The send buffer is read-only to gloo: the cast only fits its interface.
-    const void* send_from =
-        s == 0 ? input_chunk(wrap(r - 1, p)) : partial[(s - 1) % 2];
+    const void* send_from = s == 0 ? input_chunk(wrap(r - 1, p)) : partial[(s - 1) % 2];
     char* sum_to = s == p - 2 ? static_cast<char*>(output) : partial[s % 2];
     auto out = ctx->createUnboundBuffer(const_cast<void*>(send_from), chunk_bytes);
     in->recv(prev, slot);

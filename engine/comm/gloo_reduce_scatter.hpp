@@ -36,9 +36,9 @@ std::size_t ring_reduce_scatter_workspace(int p, std::size_t chunk_bytes);
 /// ctx->rank. `workspace` grows to ring_reduce_scatter_workspace() and is kept by the caller.
 /// `tag` keeps collectives on the same context apart; every rank passes the same one. Throws
 /// gloo's IoException on a timeout or a closed connection, and a RuntimeError when aborted.
-void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* input,
-                         void* output, std::size_t chunk_elems, std::size_t elem_bytes,
-                         GlooReduceFn reduce, std::uint32_t tag, std::chrono::milliseconds timeout,
+void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* input, void* output,
+                         std::size_t chunk_elems, std::size_t elem_bytes, GlooReduceFn reduce,
+                         std::uint32_t tag, std::chrono::milliseconds timeout,
                          std::vector<char>& workspace);
 
 }  // namespace stratagem::runtime

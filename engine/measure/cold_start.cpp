@@ -12,10 +12,6 @@
 
 namespace stratagem::runtime {
 
-namespace {
-
-}  // namespace
-
 ColdStart measure_cold_start(Communicator& comm, spec::CommOp op, const c10::Device& device,
                              const ColdStartOptions& o) {
   if (op == spec::CommOp::sendrecv) {
