@@ -13,7 +13,7 @@
 #include "apps/format.hpp"
 #include "apps/two_form_command.hpp"
 #include "engine/spec/error.hpp"
-#include "sim/measured_fit.hpp"
+#include "tune/measured_fit.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -44,9 +44,9 @@ std::string value_text(spec::FitParam p, const spec::FittedValue& v) {
 
 int run_fit(const std::string& file, const std::string& out, const std::string& name, int threads,
             bool json, bool quiet) {
-  const auto runs = sim::load_measured_runs(file);
+  const auto runs = tune::load_measured_runs(file);
   const bool tty = isatty(STDERR_FILENO) && !quiet && !json;
-  sim::MeasuredFitOptions options;
+  tune::MeasuredFitOptions options;
   options.threads = threads;
   auto last = std::chrono::steady_clock::now();
   options.progress = [&](long done, long expected) {
@@ -59,7 +59,7 @@ int run_fit(const std::string& file, const std::string& out, const std::string& 
                  std::string(width - filled, '.').c_str(), done);
     if (done >= expected) std::fprintf(stderr, "\n");
   };
-  spec::FittedProfile profile = sim::fit_measured_runs(runs, options);
+  spec::FittedProfile profile = tune::fit_measured_runs(runs, options);
   profile.name = name.empty() ? "fitted to " + file : name;
   profile.measured = file;
   profile.date = utc_now();

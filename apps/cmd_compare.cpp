@@ -5,17 +5,16 @@
 #include <iostream>
 
 #include "apps/command.hpp"
-#include "apps/host_profile.hpp"
 #include "apps/compare_table.hpp"
 #include "apps/forward_runtime.hpp"
-#include "engine/plan/builder.hpp"
+#include "apps/host_profile.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fitted_profile.hpp"
 #include "engine/spec/profile.hpp"
 #include "sim/cost_models.hpp"
-#include "sim/search.hpp"
-#include "sim/simulator.hpp"
-#include "sim/strategy_variants.hpp"
+#include "sim/simulate.hpp"
+#include "tune/search.hpp"
+#include "tune/strategy_variants.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -57,9 +56,8 @@ int run(const Options& o) {
   if (!o.profile.empty()) {
     spec::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));
   }
-  const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
-  const auto variants = sim::make_variants(base, names);
-  sim::Simulator simulator;
+  const auto names = o.strategies.empty() ? tune::default_variants() : o.strategies;
+  const auto variants = tune::make_variants(base, names);
   CompareTable table;
   for (const auto& v : variants) {
     if (!v.scenario) {
@@ -67,7 +65,7 @@ int run(const Options& o) {
       continue;
     }
     const auto& s = *v.scenario;
-    table.add(v.name, s, simulator.run(plan::build_plan(s), sim::make_cost_models(s)));
+    table.add(v.name, s, sim::simulate(s));
   }
   table.print(base, sim::make_cost_models(base).profile, "simulated", o.json);
   return 0;

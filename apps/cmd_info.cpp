@@ -7,10 +7,10 @@
 #include <string>
 
 #include "apps/command.hpp"
-#include "engine/plan/context_parallel.hpp"
 #include "engine/spec/scenario.hpp"
 #include "engine/spec/tensor_shapes.hpp"
 #include "engine/spec/units.hpp"
+#include "engine/workload/context_ring.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -340,7 +340,7 @@ void print_report(const spec::Scenario& s, const Figures& f) {
                 bytes_text(f.act_head).c_str());
   }
   if (st.cp > 1) {
-    const double kv = plan::context_kv_bytes(s);
+    const double kv = workload::context_kv_bytes(s);
     std::printf(
         "\nContext parallelism (Megatron-LM CP, ring attention), per rank of the cp %d group:\n"
         "  %lld of the %lld tokens of each sequence (2·cp = %d chunks, rank i holds chunks i and "

@@ -11,6 +11,7 @@
 #include "apps/command.hpp"
 #include "engine/memory/memory.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/parallel_dims.hpp"
 #include "engine/spec/presets.hpp"
 #include "engine/spec/units.hpp"
 
@@ -79,10 +80,10 @@ double parse_count(const std::string& text, const std::string& path) {
   return value;
 }
 
-// A stage's ranks are contiguous: dp × cp × tp of them from (stage · dp · cp · tp); `dp` here
-// is dp × cp.
-std::string ranks_text(int stage, int dp, int tp = 1) {
-  const int first = stage * dp * tp, last = first + dp * tp - 1;
+// A stage's ranks are contiguous in the mesh's order: from its first to the next stage's first.
+std::string ranks_text(int stage, const spec::StrategySpec& st) {
+  const spec::MeshShape mesh = spec::mesh_shape(st);
+  const int first = mesh.rank_of(stage, 0), last = mesh.rank_of(stage + 1, 0) - 1;
   return first == last ? "rank " + std::to_string(first)
                        : "ranks " + std::to_string(first) + "-" + std::to_string(last);
 }
@@ -169,7 +170,7 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
   std::printf("Peak memory per rank, GiB (1 GiB = 2^30 bytes):\n");
   for (const memory::RankMemory& r : report.stages) {
     std::printf("\nstage %d (%s): %s params on the stage%s\n", r.stage,
-                ranks_text(r.stage, st.dp * st.cp, st.tp).c_str(), count_text(r.stage_params).c_str(),
+                ranks_text(r.stage, st).c_str(), count_text(r.stage_params).c_str(),
                 st.tp > 1 ? " per tensor-parallel rank (every tp index holds an equal shard)" : "");
     row("class", "GiB", "note");
     for (int c = 0; c < plan::kTensorClassCount; ++c) {
@@ -198,8 +199,8 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
         "short by %.2f GiB: stage %d (%s) needs %.2f GiB, one %s has %.2f GiB "
         "(%d of %d stages do not fit)\n",
         gib(worst.peak_bytes - worst.capacity_bytes), worst.stage,
-        ranks_text(worst.stage, st.dp * st.cp, st.tp).c_str(), gib(worst.peak_bytes),
-        s.cluster.gpu.name.c_str(), gib(worst.capacity_bytes), short_stages, st.pp);
+        ranks_text(worst.stage, st).c_str(), gib(worst.peak_bytes), s.cluster.gpu.name.c_str(),
+        gib(worst.capacity_bytes), short_stages, st.pp);
   }
 }
 

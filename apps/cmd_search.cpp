@@ -10,15 +10,15 @@
 #include <thread>
 
 #include "apps/command.hpp"
-#include "apps/host_profile.hpp"
 #include "apps/format.hpp"
+#include "apps/host_profile.hpp"
 #include "engine/spec/error.hpp"
-#include "engine/spec/presets.hpp"
 #include "engine/spec/fitted_profile.hpp"
 #include "engine/spec/json_reader.hpp"
+#include "engine/spec/presets.hpp"
 #include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
-#include "sim/search.hpp"
+#include "tune/search.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -40,7 +40,7 @@ struct Options {
   bool quiet = false;
 };
 
-nlohmann::json candidate_json(const sim::Candidate& c) {
+nlohmann::json candidate_json(const tune::Candidate& c) {
   const auto& st = c.scenario.strategy;
   return {{"label", c.label},
           {"strategy", spec::to_json(st)},
@@ -116,7 +116,7 @@ int run(const Options& o) {
     c = base.cluster;
   }
 
-  sim::SearchOptions options;
+  tune::SearchOptions options;
   options.keep_top = o.exhaustive ? 0 : o.top;  // --top is at least 1
   options.threads = o.threads;
   if (!o.precisions.empty()) {
@@ -155,7 +155,7 @@ int run(const Options& o) {
                  std::string(width - filled, '.').c_str(), done, total);
     if (done == total) std::fprintf(stderr, "\n");
   };
-  const auto result = sim::search(base, options, progress);
+  const auto result = tune::search(base, options, progress);
   if (o.json) {
     nlohmann::json best = nlohmann::json::array(), front = nlohmann::json::array();
     for (int i = 0; i < std::min<int>(o.top, result.ranked.size()); ++i) {

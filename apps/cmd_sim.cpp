@@ -1,23 +1,21 @@
 // `stratagem sim <scenario> [-o result.json] [--chrome-trace trace.json] [--csv spans.csv]
 // [--no-fold] [--json] [--profile profile.json]`: builds the step plan, simulates it and prints
 // the metrics.
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
 #include <optional>
 
 #include "apps/command.hpp"
-#include "apps/host_profile.hpp"
 #include "apps/format.hpp"
-#include "engine/plan/builder.hpp"
+#include "apps/host_profile.hpp"
 #include "engine/result/export.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fitted_profile.hpp"
 #include "engine/spec/profile.hpp"
 #include "engine/spec/scenario.hpp"
-#include "sim/simulator.hpp"
+#include "sim/simulate.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -54,7 +52,6 @@ sim::Algorithm parse_algorithm(const std::string& name) {
 }
 
 int run_sim(const SimArgs& a) {
-  using Clock = std::chrono::steady_clock;
   auto scenario = spec::load_scenario(a.scenario);
   if (!a.profile.empty()) {
     spec::apply_profile_file(scenario,
@@ -74,16 +71,12 @@ int run_sim(const SimArgs& a) {
     if (*a.rank_jitter < 0) throw SpecError("--rank-jitter", "must be >= 0");
     cost_options.rank_jitter_cv = a.rank_jitter;
   }
-  const auto models = sim::make_cost_models(scenario, cost_options);
-
-  const auto t0 = Clock::now();
-  const plan::StepPlan plan = plan::build_plan(scenario, plan::BuildOptions{.fold = !a.no_fold});
-  const auto t1 = Clock::now();
-  sim::Simulator simulator;
-  const result::RunResult r = simulator.run(plan, models);
-  const auto t2 = Clock::now();
-  const double build_s = std::chrono::duration<double>(t1 - t0).count();
-  const double sim_s = std::chrono::duration<double>(t2 - t1).count();
+  const sim::Simulation simulation =
+      sim::simulate_scenario(scenario, {.build = {.fold = !a.no_fold}, .cost = cost_options});
+  const plan::StepPlan& plan = simulation.plan;
+  const result::RunResult& r = simulation.result;
+  const double build_s = simulation.build_s;
+  const double sim_s = simulation.simulate_s;
 
   if (!a.output.empty()) result::save_result(r, a.output);
   if (!a.chrome_trace.empty()) result::write_chrome_trace(r, a.chrome_trace);

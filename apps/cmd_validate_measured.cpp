@@ -12,7 +12,7 @@
 #include "apps/two_form_command.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/fitted_profile.hpp"
-#include "sim/validation.hpp"
+#include "tune/validation.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -23,7 +23,7 @@ std::string percent(double e) {
   return buf;
 }
 
-std::vector<std::string> summary_row(const std::string& label, const sim::ErrorSummary& s) {
+std::vector<std::string> summary_row(const std::string& label, const tune::ErrorSummary& s) {
   return {label,
           std::to_string(s.runs),
           fmt_percent(s.median_abs),
@@ -34,7 +34,7 @@ std::vector<std::string> summary_row(const std::string& label, const sim::ErrorS
           std::to_string(s.false_oom)};
 }
 
-nlohmann::json summary_json(const sim::ErrorSummary& s) {
+nlohmann::json summary_json(const tune::ErrorSummary& s) {
   return {{"runs", s.runs},           {"median_abs_error", s.median_abs},
           {"p90_abs_error", s.p90_abs}, {"signed_median_error", s.signed_median},
           {"within_10", s.within_10}, {"within_20", s.within_20},
@@ -42,7 +42,7 @@ nlohmann::json summary_json(const sim::ErrorSummary& s) {
 }
 
 int run_measured(const std::string& file, const std::string& profile, bool json, bool quiet) {
-  auto runs = sim::load_measured_runs(file);
+  auto runs = tune::load_measured_runs(file);
   if (!profile.empty()) {
     for (auto& r : runs) spec::apply_profile_file(r.scenario, profile);
   }
@@ -54,17 +54,17 @@ int run_measured(const std::string& file, const std::string& profile, bool json,
                  std::string(width - filled, '.').c_str(), done, total);
     if (done == total) std::fprintf(stderr, "\n");
   };
-  const auto rows = sim::compare_with_measured(runs, {}, progress);
-  std::map<std::string, std::vector<sim::RunComparison>> by_gpu, by_family;
+  const auto rows = tune::compare_with_measured(runs, {}, progress);
+  std::map<std::string, std::vector<tune::RunComparison>> by_gpu, by_family;
   for (const auto& r : rows) {
     by_gpu[r.gpu].push_back(r);
     by_family[r.family].push_back(r);
   }
-  const sim::ErrorSummary all = sim::summarize(rows);
+  const tune::ErrorSummary all = tune::summarize(rows);
   if (json) {
     nlohmann::json out = {{"file", file}, {"summary", summary_json(all)}};
-    for (const auto& [g, v] : by_gpu) out["by_gpu"][g] = summary_json(sim::summarize(v));
-    for (const auto& [f, v] : by_family) out["by_family"][f] = summary_json(sim::summarize(v));
+    for (const auto& [g, v] : by_gpu) out["by_gpu"][g] = summary_json(tune::summarize(v));
+    for (const auto& [f, v] : by_family) out["by_family"][f] = summary_json(tune::summarize(v));
     nlohmann::json list = nlohmann::json::array();
     for (const auto& r : rows) {
       nlohmann::json j = {{"id", r.id},
@@ -105,8 +105,8 @@ int run_measured(const std::string& file, const std::string& profile, bool json,
   std::vector<std::vector<std::string>> summary = {{"group", "runs", "median |err|", "p90 |err|",
                                                     "bias", "≤ 10%", "≤ 20%", "false OOM"}};
   summary.push_back(summary_row("all", all));
-  for (const auto& [g, v] : by_gpu) summary.push_back(summary_row(g, sim::summarize(v)));
-  for (const auto& [f, v] : by_family) summary.push_back(summary_row(f, sim::summarize(v)));
+  for (const auto& [g, v] : by_gpu) summary.push_back(summary_row(g, tune::summarize(v)));
+  for (const auto& [f, v] : by_family) summary.push_back(summary_row(f, tune::summarize(v)));
   print_table(stdout, summary);
   return 0;
 }

@@ -11,7 +11,7 @@
 #include "apps/format.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/scenario.hpp"
-#include "sim/search.hpp"
+#include "tune/search.hpp"
 
 namespace stratagem::cli {
 
@@ -30,11 +30,11 @@ class CompareTable {
       oom = oom || rank.oom;
     }
     const auto& m = r.metrics;
-    rows_.push_back({name, sim::strategy_label(s), fmt_time(m.step_time_s),
+    rows_.push_back({name, tune::strategy_label(s), fmt_time(m.step_time_s),
                      fmt_rate(m.tokens_per_s), fmt_percent(m.mfu), fmt_percent(m.bubble_fraction),
                      fmt_time(m.exposed_comm_s), fmt_gib(peak), oom ? "OOM" : "yes"});
     json_.push_back({{"strategy", name},
-                     {"layout", sim::strategy_label(s)},
+                     {"layout", tune::strategy_label(s)},
                      {"step_time_s", m.step_time_s},
                      {"tokens_per_s", m.tokens_per_s},
                      {"samples_per_s", m.samples_per_s},

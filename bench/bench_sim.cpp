@@ -7,8 +7,9 @@
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/spec/scenario.hpp"
-#include "sim/search.hpp"
+#include "sim/simulate.hpp"
 #include "sim/simulator.hpp"
+#include "tune/search.hpp"
 
 namespace {
 
@@ -68,9 +69,8 @@ BENCHMARK(BM_SimulateStepWithJitter)
 // Plan building + simulation, what `stratagem sim` does per scenario.
 void BM_BuildAndSimulate(benchmark::State& state) {
   const auto scenario = bench::gpt3_on(static_cast<int>(state.range(0)));
-  sim::Simulator simulator;
   for (auto _ : state) {
-    auto r = simulator.run(plan::build_plan(scenario), sim::make_cost_models(scenario));
+    auto r = sim::simulate(scenario);
     benchmark::DoNotOptimize(r);
   }
 }
@@ -79,12 +79,10 @@ BENCHMARK(BM_BuildAndSimulate)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchma
 // Megatron 3D parallelism (tp 8 × pp 16 × dp 8 on 1,024 GPUs): plan building + simulation.
 void BM_BuildAndSimulate3D(benchmark::State& state) {
   const auto scenario = bench::gpt3_3d_on(static_cast<int>(state.range(0)));
-  sim::Simulator simulator;
   std::size_t ops = 0;
   for (auto _ : state) {
-    const auto plan = plan::build_plan(scenario);
-    ops = plan.ops.size();
-    auto r = simulator.run(plan, sim::make_cost_models(scenario));
+    auto r = sim::simulate_scenario(scenario);
+    ops = r.plan.ops.size();
     benchmark::DoNotOptimize(r);
   }
   state.counters["ops"] = static_cast<double>(ops);
@@ -105,8 +103,7 @@ void BM_HugeCluster(benchmark::State& state) {
                         : kind == 1 ? bench::gpt3_on(gpus, 16, 32)
                                     : bench::gpt3_3d_on(gpus, 32);
   for (auto _ : state) {
-    const auto plan = plan::build_plan(scenario);
-    auto r = sim::Simulator().run(plan, sim::make_cost_models(scenario));
+    auto r = sim::simulate(scenario);
     benchmark::DoNotOptimize(r);
   }
   state.SetLabel(kind == 0 ? "gpt2 dp" : kind == 1 ? "gpt3-175b dp x pp16, 32 mb" : "gpt3-175b tp8 x pp16 x dp, 32 mb");
@@ -119,9 +116,8 @@ BENCHMARK(BM_HugeCluster)
 
 void BM_DefaultScenario(benchmark::State& state) {
   const auto scenario = spec::load_scenario("default");
-  sim::Simulator simulator;
   for (auto _ : state) {
-    auto r = simulator.run(plan::build_plan(scenario), sim::make_cost_models(scenario));
+    auto r = sim::simulate(scenario);
     benchmark::DoNotOptimize(r);
   }
 }
@@ -135,9 +131,9 @@ BENCHMARK(BM_MemoryModel)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchmark::k
 
 // Runs `search` on `base` once per iteration; counts configurations, simulated ones and rate.
 void search_counting(benchmark::State& state, const spec::Scenario& base) {
-  sim::SearchResult last;
+  tune::SearchResult last;
   for (auto _ : state) {
-    last = sim::search(base, {});
+    last = tune::search(base, {});
     benchmark::DoNotOptimize(last);
   }
   state.counters["configurations"] = last.enumerated;
@@ -173,9 +169,8 @@ void BM_ModernScenario(benchmark::State& state) {
                                  "3d-fp8-tp8-pp4-llama3-70b-64xh100",
                                  "fsdp-tp4-llama3-70b-gb200-nvl72"};
   const auto scenario = spec::load_scenario(kNames[state.range(0)]);
-  sim::Simulator simulator;
   for (auto _ : state) {
-    auto r = simulator.run(plan::build_plan(scenario), sim::make_cost_models(scenario));
+    auto r = sim::simulate(scenario);
     benchmark::DoNotOptimize(r);
   }
   state.SetLabel(kNames[state.range(0)]);

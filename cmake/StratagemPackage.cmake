@@ -131,7 +131,7 @@ endfunction()
 if(STRATAGEM_WITH_TORCH_BUILT)
   # Static archives in dependency order, then what they need (stratagem_measure, the tools'
   # GPU benchmarks, is left to CMake users: it needs the NCCL backend where that is built).
-  set(_pc_order accelerate runtime comm launch sim result memory plan spec)
+  set(_pc_order accelerate runtime comm launch tune sim result memory plan workload spec)
   set(_pc_libs "")
   foreach(_n IN LISTS _pc_order)
     if(TARGET stratagem_${_n})

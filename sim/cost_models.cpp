@@ -2,29 +2,31 @@
 
 #include <algorithm>
 
-#include "engine/plan/builder.hpp"
-#include "engine/plan/tensor_parallel.hpp"
+#include "engine/plan/plan.hpp"
 #include "engine/spec/profile.hpp"
+#include "engine/workload/chain_piece.hpp"
+#include "engine/workload/tp_chain.hpp"
+#include "engine/workload/units.hpp"
 
 namespace stratagem::sim {
 
 TpChainRoofline tp_chain_roofline(const spec::Scenario& s, const RooflineModel& roofline) {
   TpChainRoofline t;
   t.full_recompute = spec::effective_recompute(s.strategy) == spec::Recompute::full;
-  const auto units = plan::make_units(s);
-  const plan::TpChains chains(s);
+  const auto units = workload::make_units(s);
+  const workload::TpChains chains(s);
   const int head = static_cast<int>(units.size()) - 1;
   const int of_kind[3] = {0, 1, head};
   for (int kind = 0; kind < 3; ++kind) {
     for (const bool forward : {false, true}) {
       const int u = of_kind[kind];
-      const plan::Compute whole = plan::units_work(
+      const plan::Compute whole = workload::units_work(
           s.strategy, units, forward ? plan::Phase::forward : plan::Phase::backward, u, u + 1);
       const auto& chain = chains.chain(u, u == head, forward);
-      const int segments = plan::compute_segments(chain);
+      const int segments = workload::compute_segments(chain);
       double total = 0;
-      for (const plan::TpPiece& p : chain) {
-        if (!p.collective) total += roofline.duration(plan::tp_piece_work(whole, p, segments));
+      for (const workload::TpPiece& p : chain) {
+        if (!p.collective) total += roofline.duration(workload::tp_piece_work(whole, p, segments));
       }
       t.roofline_s[kind][forward ? 1 : 0] = total;
     }

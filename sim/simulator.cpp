@@ -216,6 +216,8 @@ void Run::init_result() {
       const auto& c = plan_.layout.coords[r];
       rr.stage = c.stage;
       rr.dp = c.dp;
+      rr.tp = c.tp;
+      rr.cp = c.cp;
       rr.node = c.node;
     }
     rr.capacity_bytes = s.cluster.gpu.memory_bytes;

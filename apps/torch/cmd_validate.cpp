@@ -16,16 +16,15 @@
 #include <ATen/Context.h>
 
 #include "apps/command.hpp"
-#include "apps/host_profile.hpp"
 #include "apps/format.hpp"
+#include "apps/host_profile.hpp"
 #include "apps/torch/real_runs.hpp"
-#include "engine/plan/builder.hpp"
 #include "engine/result/metrics.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/profile.hpp"
-#include "sim/search.hpp"
-#include "sim/simulator.hpp"
-#include "sim/strategy_variants.hpp"
+#include "sim/simulate.hpp"
+#include "tune/search.hpp"
+#include "tune/strategy_variants.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -104,12 +103,11 @@ Outcome report(const std::string& label, const std::vector<result::RunResult>& r
     auto& units = simulated.cluster.gpu.measured_units;
     units.insert(units.begin(), it->second);
   }
-  const plan::StepPlan plan = plan::build_plan(simulated, {.fold = false});
-  const result::RunResult sim = sim::Simulator().run(plan, sim::make_cost_models(simulated));
+  const result::RunResult sim = sim::simulate(simulated, {.build = {.fold = false}, .cost = {}});
 
   Outcome o;
   o.name = label;
-  o.layout = sim::strategy_label(simulated);
+  o.layout = tune::strategy_label(simulated);
   // Measured: the median over every round's steps after its warm-up.
   std::vector<double> steps, medians;
   for (const auto& r : runs) {

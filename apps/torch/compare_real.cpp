@@ -8,7 +8,7 @@
 #include "apps/compare_table.hpp"
 #include "apps/torch/real_runs.hpp"
 #include "engine/spec/error.hpp"
-#include "sim/strategy_variants.hpp"
+#include "tune/strategy_variants.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -22,8 +22,8 @@ struct Options {
 
 int run(Options& o) {
   const auto base = on_local_processes(spec::load_scenario(o.scenario), o.real.num_processes);
-  const auto names = o.strategies.empty() ? sim::default_variants() : o.strategies;
-  const auto variants = sim::make_variants(base, names);
+  const auto names = o.strategies.empty() ? tune::default_variants() : o.strategies;
+  const auto variants = tune::make_variants(base, names);
   if (o.real.work_dir.empty()) o.real.work_dir = default_work_dir("compare");
   CompareTable table;
   std::string hardware;

@@ -4,7 +4,7 @@
 
 #include "apps/command.hpp"
 #include "engine/spec/error.hpp"
-#include "sim/strategy_variants.hpp"
+#include "tune/strategy_variants.hpp"
 #include "viz/model/time_axis.hpp"
 #include "viz/ui/viewer.hpp"
 
@@ -69,7 +69,7 @@ Registration reg{
          auto& o = a->options;
          if (!a->strategies.empty()) {
            o.strategies =
-               a->strategies == "default" ? sim::default_variants() : split_commas(a->strategies);
+               a->strategies == "default" ? tune::default_variants() : split_commas(a->strategies);
          }
          if (!a->size.empty()) {
            int w = 0, h = 0;

@@ -11,10 +11,11 @@
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/accelerate/trackers.hpp"
 #include "engine/comm/inproc_communicator.hpp"
-#include "engine/launch/heartbeat.hpp"
 #include "engine/comm/torch_compat.hpp"
+#include "engine/launch/heartbeat.hpp"
 #include "engine/runtime/host_memory.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/parallel_dims.hpp"
 
 namespace stratagem::accelerate {
 
@@ -167,11 +168,12 @@ void Accelerator::prepare_tensor_parallel(torch::nn::Module& module) {
   // equal TP index.
   tp_.comm = comm_.get();
   tp_.size = tp;
-  tp_.index = env_.rank % tp;
+  const spec::MeshShape mesh{.dp = dp_size(), .pp = 1, .tp = tp, .cp = 1};
+  tp_.index = mesh.coord_of(env_.rank).tp;
   tp_.group.ranks.clear();
-  for (int i = 0; i < tp; ++i) tp_.group.ranks.push_back(dp_index() * tp + i);
+  for (int i = 0; i < tp; ++i) tp_.group.ranks.push_back(mesh.rank_of(0, dp_index(), i));
   dp_group_.ranks.clear();
-  for (int d = 0; d < dp_size(); ++d) dp_group_.ranks.push_back(d * tp + tp_.index);
+  for (int d = 0; d < dp_size(); ++d) dp_group_.ranks.push_back(mesh.rank_of(0, d, tp_.index));
   parallelize_module(module, options_.tp_plan, tp_);
 }
 

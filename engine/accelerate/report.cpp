@@ -13,6 +13,7 @@
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/result/metrics.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/spec/parallel_dims.hpp"
 
 namespace stratagem::accelerate {
 
@@ -152,6 +153,11 @@ result::RunResult Accelerator::trace() {
   double step_time = 0;
   result::RankResult mine = tracer_.last_step(env_.rank, &step_time);
   mine.node = env_.node_rank;
+  const spec::MeshCoord coord =
+      spec::MeshShape{.dp = dp_size(), .pp = 1, .tp = options_.tp_size, .cp = 1}.coord_of(
+          env_.rank);
+  mine.dp = coord.dp;
+  mine.tp = coord.tp;
   // Each process's rank as a one-rank document; the main process's parser reads them back.
   result::RunResult one = r;
   one.ranks = {mine};

@@ -6,8 +6,9 @@
 #include <ATen/ATen.h>
 
 #include "engine/measure/device_bench.hpp"
-#include "engine/plan/tensor_parallel.hpp"
 #include "engine/runtime/tp_units.hpp"
+#include "engine/workload/chain_piece.hpp"
+#include "engine/workload/tp_chain.hpp"
 
 namespace stratagem::runtime {
 
@@ -44,10 +45,10 @@ at::Tensor stand_in(plan::CollectiveKind kind, const at::Tensor& input, int tp,
 /// Runs `run`'s current chain (pattern `chain`) and `then` (which makes the work finish) and
 /// returns the seconds they took less the stand-ins'.
 template <class Then>
-double run_chain(TpUnitRun& run, const std::vector<plan::TpPiece>& chain, int tp, Then then) {
+double run_chain(TpUnitRun& run, const std::vector<workload::TpPiece>& chain, int tp, Then then) {
   double stand_in_s = 0;
   const auto t0 = Clock::now();
-  for (const plan::TpPiece& p : chain) {
+  for (const workload::TpPiece& p : chain) {
     if (p.collective) {
       TpSend send = run.collective_input(p.kind);
       run.collective_done(stand_in(p.kind, send.input, tp, stand_in_s));
@@ -65,7 +66,7 @@ double run_chain(TpUnitRun& run, const std::vector<plan::TpPiece>& chain, int tp
 std::vector<std::vector<double>> time_tp_chains(const spec::Scenario& s, const GptUnits& units,
                                                 ModelState& state, const at::Tensor& input,
                                                 const at::Tensor& targets, int repetitions) {
-  const plan::TpChains chains(s);
+  const workload::TpChains chains(s);
   const int tp = s.strategy.tp;
   const int head = units.head_unit();
   const c10::Device device = units.device();

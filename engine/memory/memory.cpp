@@ -1,8 +1,12 @@
 #include "engine/memory/memory.hpp"
 
 #include "engine/memory/transient.hpp"
-#include "engine/plan/builder.hpp"
+#include "engine/plan/plan.hpp"
+#include "engine/spec/parallel_dims.hpp"
 #include "engine/spec/units.hpp"
+#include "engine/workload/stages.hpp"
+#include "engine/workload/units.hpp"
+#include "engine/workload/weights.hpp"
 
 namespace stratagem::memory {
 
@@ -45,7 +49,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
       // Units that recompute something rebuild what recomputation dropped.
       t.recompute =
           input.recompute && unit.recompute_flops > 0 ? unit.full_act_bytes - unit.act_bytes : 0.0;
-      t.gather = gather ? plan::gathered_bytes(st, unit) : 0.0;
+      t.gather = gather ? workload::gathered_bytes(st, unit) : 0.0;
       t.bucket = buckets ? c * unit.params : 0.0;
       out.push_back(t);
     }
@@ -54,7 +58,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 
   RankMemory r;
   r.stage = stage;
-  r.rank = stage * st.dp * st.cp * st.tp;
+  r.rank = spec::mesh_shape(st).rank_of(stage, 0);
   r.shards = shard_group_size(s);
   r.stage_params = stage_params;
   const ModelStates states = model_states(stage_params, r.shards, st);
@@ -63,7 +67,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
   set(r, TensorClass::optimizer, states.optimizer_bytes);
   set(r, TensorClass::master_weights, states.master_weights_bytes);
   set(r, TensorClass::loss_scale, states.loss_scale_bytes);
-  set(r, TensorClass::fp8_weights, plan::fp8_resident_bytes(st, units, chunks));
+  set(r, TensorClass::fp8_weights, workload::fp8_resident_bytes(st, units, chunks));
   set(r, TensorClass::activations, transient.activations);
   set(r, TensorClass::gathered_params, transient.gathered_params);
   set(r, TensorClass::comm_buckets, transient.comm_buckets);
@@ -80,8 +84,8 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 
 MemoryReport estimate_memory(const spec::Scenario& s) {
   const spec::StrategySpec& st = s.strategy;
-  const std::vector<plan::Unit> units = plan::make_units(s);
-  const auto split = plan::split_stages(s.model.layers, st);
+  const std::vector<plan::Unit> units = workload::make_units(s);
+  const auto split = workload::split_stages(s.model.layers, st);
   MemoryReport report;
   report.scenario_name = s.name;
   report.gpu_name = s.cluster.gpu.name;
@@ -113,7 +117,7 @@ std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, i
           r.dp_index = d;
           r.tp_index = t;
           r.cp_index = k;
-          r.rank = ((stage.stage * dp + d) * cp + k) * tp + t;
+          r.rank = spec::MeshShape{dp, 1, tp, cp}.rank_of(stage.stage, d, t, k);
           out.push_back(r);
         }
       }

@@ -6,7 +6,9 @@
 #include <map>
 #include <tuple>
 
-#include "engine/plan/builder.hpp"
+#include "engine/plan/plan.hpp"
+#include "engine/workload/granularity.hpp"
+#include "engine/workload/schedule.hpp"
 
 namespace stratagem::memory {
 
@@ -56,8 +58,11 @@ class StageWalker {
     closes_.resize(chunks);
     for (int c = 0; c < chunks; ++c) closes_[c].assign(in.chunk_units[c].size(), 0.0);
     const int buckets = in.grads_sharded ? assign_buckets() : 0;
-    const bool per_unit_forward = in.params_sharded;
-    const bool per_unit_backward = in.params_sharded || in.recompute || buckets > 1;
+    // The plan's cuts (buckets > 1 only when gradients are sharded).
+    const workload::Granularity cuts = workload::step_granularity(
+        in.params_sharded, in.recompute, in.grads_sharded, in.grads_sharded, buckets > 1);
+    const bool per_unit_forward = cuts.per_unit_forward;
+    const bool per_unit_backward = cuts.per_unit_backward;
     groups_.resize(chunks);
     summary_.resize(chunks);
     chunk_act_.assign(chunks, 0.0);
@@ -82,8 +87,8 @@ class StageWalker {
   }
 
   TransientPeak run() {
-    const std::vector<plan::ScheduleItem> order =
-        plan::schedule_order(in_.schedule, in_.pp, in_.stage, in_.chunks, in_.microbatches);
+    const std::vector<workload::ScheduleItem> order =
+        workload::schedule_order(in_.schedule, in_.pp, in_.stage, in_.chunks, in_.microbatches);
     const int n = static_cast<int>(order.size());
     // next_gathering[i]: the first item at or after i that gathers anything (n if none).
     std::vector<int> next_gathering(n + 1, n);
@@ -124,7 +129,7 @@ class StageWalker {
       return it->second;
     };
     for (int i = 0; i < n; ++i) {
-      const plan::ScheduleItem& item = order[i];
+      const workload::ScheduleItem& item = order[i];
       const Moment& local = carries ? memoised(i) : plain[item.chunk][item.forward ? 1 : 0];
       const double total = acts_before + kept_before + local.total();
       if (total > best) {
@@ -222,22 +227,22 @@ class StageWalker {
     return g;
   }
 
-  const std::vector<OpGroup>& groups(const plan::ScheduleItem& item) const {
+  const std::vector<OpGroup>& groups(const workload::ScheduleItem& item) const {
     return groups_[item.chunk][item.forward ? 1 : 0];
   }
 
-  static int code(const plan::ScheduleItem& item) {
+  static int code(const workload::ScheduleItem& item) {
     return item.chunk * 2 + (item.forward ? 1 : 0);
   }
 
-  const ItemSummary& summary(const plan::ScheduleItem& item) const {
+  const ItemSummary& summary(const workload::ScheduleItem& item) const {
     return summary_[item.chunk][item.forward ? 1 : 0];
   }
 
-  int gather_count(const plan::ScheduleItem& item) const { return summary(item).gathers; }
+  int gather_count(const workload::ScheduleItem& item) const { return summary(item).gathers; }
 
   // The item's first `limit` gathers, in the order its ops need them.
-  void append_gathers(const plan::ScheduleItem& item, std::vector<double>& out,
+  void append_gathers(const workload::ScheduleItem& item, std::vector<double>& out,
                       int limit = std::numeric_limits<int>::max()) const {
     for (const OpGroup& g : groups(item)) {
       if (limit <= 0) return;
@@ -249,7 +254,7 @@ class StageWalker {
   }
 
   // Every op ends the previous reduce-scatter and may stage gradients and close buckets.
-  BucketState after_item(const plan::ScheduleItem& item, BucketState b) const {
+  BucketState after_item(const workload::ScheduleItem& item, BucketState b) const {
     const ItemSummary& sum = summary(item);
     b.staged += sum.staged_delta;
     b.reducing = sum.reducing_after;
@@ -258,7 +263,7 @@ class StageWalker {
   }
 
   // The largest moment inside one item, activations relative to the item's start.
-  Moment local_peak(const plan::ScheduleItem& item, BucketState b,
+  Moment local_peak(const workload::ScheduleItem& item, BucketState b,
                     const std::vector<double>& lookahead) const {
     std::vector<double> gathers;  // this item's gathers, in op order, then those that follow
     append_gathers(item, gathers);

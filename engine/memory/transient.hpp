@@ -1,7 +1,7 @@
 #pragma once
 // The transient part of a rank's peak memory: activations, gathered parameters (ZeRO-3/FSDP)
 // and gradient buckets staged for reduce-scatter (ZeRO-2+/FSDP), at the moment of the step
-// when their sum is largest. Found by walking the stage's own schedule (plan::schedule_order),
+// when their sum is largest. Found by walking the stage's own schedule (workload::schedule_order),
 // so the micro-batches in flight are exactly those of the schedule the plan runs.
 //
 // The timeline walked is the one of the memory contract (docs/architecture.md) as the plan
@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "engine/spec/strategy.hpp"
+#include "engine/workload/schedule.hpp"
 
 namespace stratagem::memory {
 

@@ -36,11 +36,9 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
   const auto buckets = make_buckets(ctx, d.stage, gathers);
   const bool recompute = spec::effective_recompute(ctx.strategy()) != spec::Recompute::none;
   const bool several = buckets.size() > 1;
-  Granularity g;
-  g.per_unit_forward = gathers;
-  g.per_unit_backward_sync = gathers || recompute || (ctx.syncs_grads(rank) && several);
-  g.per_unit_backward = gathers || recompute || (ctx.shards_grads(rank) && several);
-  build_steps(ctx, d, g);
+  build_steps(ctx, d,
+              workload::step_granularity(gathers, recompute, ctx.syncs_grads(rank),
+                                         ctx.shards_grads(rank), several));
   split_tensor_parallel(ctx, d);
   add_pipeline_transfers(ctx, d);
   add_parameter_gathers(ctx, d);

@@ -2,6 +2,9 @@
 
 #include <unordered_map>
 
+#include "engine/workload/stages.hpp"
+#include "engine/workload/units.hpp"
+
 namespace stratagem::plan {
 
 namespace {
@@ -18,15 +21,17 @@ void make_layout(BuildContext& ctx) {
   L.chunks = st.chunks;
   L.gpus_per_node = s.cluster.gpus_per_node;
   L.nodes = s.cluster.nodes;
-  L.units = make_units(s);
-  L.stage_chunk_units = split_stages(s.model.layers, st);
+  L.units = workload::make_units(s);
+  L.stage_chunk_units = workload::split_stages(s.model.layers, st);
   L.coords.resize(L.world);
+  const spec::MeshShape mesh = L.mesh();
   for (int r = 0; r < L.world; ++r) {
     auto& c = L.coords[r];
-    c.tp = r % st.tp;
-    c.cp = (r / st.tp) % st.cp;
-    c.dp = (r / (st.tp * st.cp)) % st.dp;
-    c.stage = r / (st.tp * st.cp * st.dp);
+    const spec::MeshCoord m = mesh.coord_of(r);
+    c.tp = m.tp;
+    c.cp = m.cp;
+    c.dp = m.dp;
+    c.stage = m.stage;
     c.node = r / L.gpus_per_node;
     c.local_rank = r % L.gpus_per_node;
   }

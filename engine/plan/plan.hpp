@@ -23,9 +23,18 @@
 #include <vector>
 
 #include "engine/plan/inline_vector.hpp"
+#include "engine/spec/parallel_dims.hpp"
 #include "engine/spec/scenario.hpp"
+#include "engine/workload/work.hpp"
 
 namespace stratagem::plan {
+
+// The workload's vocabulary (engine/workload/work.hpp), which the plan's ops carry.
+using workload::CollectiveKind;
+using workload::Compute;
+using workload::Phase;
+using workload::to_string;
+using workload::Unit;
 
 using OpId = std::int32_t;
 inline constexpr OpId kNoOp = -1;
@@ -52,20 +61,6 @@ enum class TensorClass : std::uint8_t {
 inline constexpr int kTensorClassCount = static_cast<int>(TensorClass::count);
 const char* to_string(TensorClass c);
 
-enum class Phase : std::uint8_t {
-  forward,
-  backward,
-  backward_input,
-  backward_weight,
-  recompute,
-  optimizer,
-  loss_scale_check
-};
-const char* to_string(Phase p);
-
-enum class CollectiveKind : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
-const char* to_string(CollectiveKind k);
-
 /// Why a collective exists (for display and for per-purpose accounting in results).
 enum class CommPurpose : std::uint8_t {
   grad_sync,       ///< DDP all-reduce / ZeRO reduce-scatter of gradients
@@ -76,36 +71,6 @@ enum class CommPurpose : std::uint8_t {
   context_parallel  ///< ring attention's K/V (and dK/dV) exchange over the CP group
 };
 const char* to_string(CommPurpose p);
-
-struct Compute {
-  Phase phase = Phase::forward;
-  int stage = 0;
-  int chunk = 0;        ///< virtual pipeline chunk on this rank (interleaved)
-  int microbatch = -1;  ///< -1 for per-step ops (optimizer, loss-scale check)
-  int unit_begin = 0;   ///< units [unit_begin, unit_end): 0 embedding, 1..L blocks, L+1 head
-  int unit_end = 0;
-  double flops = 0;     ///< GEMM FLOPs in `dtype`
-  /// GEMM FLOPs that stay in 16 bits when `dtype` is fp8 (the LM head, as Transformer Engine
-  /// and torchao leave the output layer in bf16).
-  double flops_16bit = 0;
-  /// FLOPs the fused attention kernel executes (flash attention; eager attention's are GEMMs
-  /// in `flops`), at the GPU's attention efficiency in the 16-bit dtype.
-  double attention_flops = 0;
-  double bytes = 0;     ///< HBM bytes of its memory-bound (non-GEMM) kernels
-  double gemm_dim = 0;  ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
-  /// HBM bytes its GEMMs read and write at least (inputs, weights, outputs once each): the
-  /// memory side of each GEMM's roofline, which a formula efficiency curve does not include.
-  double gemm_bytes = 0;
-  /// The fused attention kernel's shape: key length, head dimension, causal mask, kernel.
-  double attention_seq = 0;
-  double head_dim = 0;
-  bool causal = true;
-  spec::AttentionKernel attention_kernel = spec::AttentionKernel::fa2;
-  int kernels = 1;      ///< kernel launches (launch overhead)
-  spec::DType dtype = spec::DType::fp32;
-  bool on_host = false;  ///< runs on the CPU (optimizer offload)
-  double params = 0;     ///< optimizer: parameters it updates on this rank
-};
 
 struct Collective {
   CollectiveKind kind = CollectiveKind::all_reduce;
@@ -179,44 +144,20 @@ struct RankCoord {
   int cp = 0;  ///< index in the context-parallel group
 };
 
-/// A model unit: the granularity of compute ops and of parameter sharding.
-struct Unit {
-  std::string name;   ///< "embedding", "block 3", "head"
-  double params = 0;  ///< parameters this unit owns on its stage
-  /// Parameters a gather of this unit brings (ZeRO-3/FSDP): its own, and for the LM head of a
-  /// tied model on one stage whose parameters are resharded after each use, also the word
-  /// table it borrows from the embedding (gathered again, as DeepSpeed's ZeRO-3 does).
-  double gather_params = 0;
-  double fwd_flops = 0;        ///< forward GEMM FLOPs per micro-batch
-  double attn_fwd_flops = 0;   ///< forward FLOPs of the fused attention kernel (flash)
-  double act_bytes = 0;        ///< activations kept for backward per micro-batch
-  double full_act_bytes = 0;   ///< activations without recomputation (what recompute rebuilds)
-  double recompute_flops = 0;  ///< GEMM FLOPs a recompute op spends per micro-batch
-  double recompute_attn_flops = 0;  ///< fused-attention FLOPs it spends (full recompute)
-  double gemm_dim = 0;
-  /// Bytes its forward GEMMs move (e·(MK + KN + MN) summed over them); a backward's input-
-  /// and weight-gradient GEMMs each touch the same three matrices: twice this.
-  double fwd_gemm_bytes = 0;
-  double attention_seq = 0;  ///< keys each query attends over (the sequence)
-  double head_dim = 0;
-  bool causal = true;
-  double linear_params = 0;  ///< its linear layers' weights (what fp8 training casts)
-};
-
-/// Ranks → coordinates, groups, and which units each (stage, chunk) runs.
-/// Ranks are numbered as Megatron-LM does, tensor-parallel fastest, then context-parallel,
-/// then data-parallel, then pipeline: rank = ((stage · dp + dp_index) · cp + cp_index) · tp +
-/// tp_index, so a tensor-parallel group of ≤ gpus_per_node stays inside a node (and, with
-/// tp = cp = 1, a data-parallel group of ≤ a node).
+/// Ranks → coordinates, groups, and which units each (stage, chunk) runs. Ranks are numbered
+/// in the one order of spec::MeshShape (parallel_dims.hpp): tensor-parallel fastest, then
+/// context-parallel, data-parallel, pipeline.
 struct Layout {
   int world = 1, dp = 1, pp = 1, tp = 1, cp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
   std::vector<RankCoord> coords;  ///< per rank
   std::vector<Unit> units;        ///< 0 embedding, 1..L blocks, L+1 head
   /// stage_chunk_units[stage][chunk] = [begin, end) of units; virtual stage = chunk·pp+stage
   std::vector<std::vector<std::pair<int, int>>> stage_chunk_units;
+  spec::MeshShape mesh() const { return {dp, pp, tp, cp}; }
   int rank_of(int stage, int dp_index, int tp_index = 0, int cp_index = 0) const {
-    return ((stage * dp + dp_index) * cp + cp_index) * tp + tp_index;
+    return mesh().rank_of(stage, dp_index, tp_index, cp_index);
   }
+  const RankCoord& coord_of(int rank) const { return coords[rank]; }
 };
 
 /// A rank's ops per stream, in issue order: `streams[s]` is a vector of op ids. Storage is

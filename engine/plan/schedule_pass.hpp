@@ -3,7 +3,8 @@
 // (schedule_order: GPipe, 1F1B, interleaved 1F1B), each with one compute op, its FLOPs and
 // memory-bound bytes, and its activation memory effects:
 //  * a forward step covers the chunk, or one unit when units are gathered one at a time
-//    (Granularity::per_unit_forward); it allocates its units' saved activations at its end;
+//    (workload::Granularity::per_unit_forward); it allocates its units' saved activations at its
+//    end;
 //  * a backward step covers the chunk, or one unit (in reverse) when units are gathered,
 //    recomputed or their gradients synced in several buckets; it frees the activations at
 //    its end (with recomputation, also what the recompute step rebuilt);
@@ -14,17 +15,12 @@
 // Later passes add the communication: they anchor ops before/after steps and add deps and
 // memory effects to them (draft.hpp).
 #include "engine/plan/draft.hpp"
+#include "engine/workload/granularity.hpp"
 
 namespace stratagem::plan {
 
-struct Granularity {
-  bool per_unit_forward = false;
-  /// Backward per unit on micro-batches that launch gradient sync, and on the others.
-  bool per_unit_backward_sync = false;
-  bool per_unit_backward = false;
-};
-
-void build_steps(const BuildContext& ctx, RankDraft& draft, const Granularity& granularity);
+void build_steps(const BuildContext& ctx, RankDraft& draft,
+                 const workload::Granularity& granularity);
 
 /// The compute op of phase `phase` over units [u0, u1) of one (chunk, micro-batch): GEMM
 /// FLOPs, memory-bound bytes (the forward writes about the tensors the units save for

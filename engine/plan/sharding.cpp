@@ -4,6 +4,7 @@
 
 #include "engine/plan/builder.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/workload/weights.hpp"
 
 namespace stratagem::plan {
 
@@ -34,7 +35,7 @@ void set_resident(BuildContext& ctx, int r) {
   set(TensorClass::loss_scale, st.precision == spec::Precision::fp16 ? kLossScaleBytes : 0.0);
   const Layout& L = ctx.layout();
   set(TensorClass::fp8_weights,
-      fp8_resident_bytes(st, L.units, L.stage_chunk_units[L.coords[r].stage]));
+      workload::fp8_resident_bytes(st, L.units, L.stage_chunk_units[L.coords[r].stage]));
 }
 
 void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
@@ -57,14 +58,14 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
     const auto limit = static_cast<std::ptrdiff_t>(k) - 1 - st.prefetch;
     if (limit >= 0) deps.push_back(consumers[static_cast<std::size_t>(limit)]);
     const int unit = need[k];
-    const double bytes = gather_bytes(st, L.units[unit]);
+    const double bytes = workload::gather_bytes(st, L.units[unit]);
     Collective gather = draft_collective(ctx, CollectiveKind::all_gather,
                                          CommPurpose::param_gather, group, bytes, unit, unit,
                                          unit + 1);
     if (st.fp8_all_gather && L.units[unit].linear_params > 0) gather.dtype = spec::DType::fp8;
-    gathers.push_back(d.add(Stream::gather, gather, std::move(deps),
-                            {{TensorClass::gathered_params, gathered_bytes(st, L.units[unit]),
-                              false}}));
+    gathers.push_back(d.add(
+        Stream::gather, gather, std::move(deps),
+        {{TensorClass::gathered_params, workload::gathered_bytes(st, L.units[unit]), false}}));
     return gathers.back();
   };
   for (std::size_t k = 0; k < need.size() && k <= static_cast<std::size_t>(st.prefetch); ++k) {
@@ -95,7 +96,7 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
   };
   for (Step& s : d.steps) {
     const int u = s.unit_begin;
-    const double gbytes = gathered_bytes(st, L.units[u]);
+    const double gbytes = workload::gathered_bytes(st, L.units[u]);
     switch (s.phase) {
       case Phase::forward: {
         add_dep(d, s, gather_for(u));

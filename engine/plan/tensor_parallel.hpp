@@ -1,82 +1,12 @@
 #pragma once
-// Tensor- and context-parallel pass (tp > 1 or cp > 1; runs right after the schedule pass): Megatron-LM's tensor
-// parallelism (Shoeybi et al. 2019) and sequence parallelism (Korthikanti et al. 2022) inside
-// each unit. The units' FLOPs, parameters and activation bytes are already one TP rank's
-// (make_units); this pass splits each compute step where Megatron communicates and puts the
-// collectives, on the `tp` stream, on the critical path (each op of the chain waits for the
-// previous one; none is overlapped with compute):
-//   block forward    [attention: norm, QKV (column-parallel), core, projection (row-parallel)]
-//                    all-reduce, [MLP: norm, MLP-in (column), activation, MLP-out (row)]
-//                    all-reduce
-//   block backward   [MLP backward] all-reduce (input gradient of MLP-in), [attention
-//                    backward] all-reduce (input gradient of QKV)
-//   embedding        forward: all-reduce of the vocab-parallel lookup; backward: nothing
-//   head             forward: [norm, vocab-parallel LM head] and three fp32 all-reduces of
-//                    s·b values for the vocab-parallel cross-entropy (max logit, target logit,
-//                    sum of exponentials); backward: all-reduce of its input gradient
-// Each all-reduce carries the s·b·h activation in the compute dtype. With sequence
-// parallelism each becomes an all-gather before the column-parallel part and a reduce-scatter
-// after the row-parallel part (forward: all-gather, [attention], reduce-scatter, all-gather,
-// [MLP], reduce-scatter; backward the reverse pairs), the embedding's all-reduce a
-// reduce-scatter without learned positions (with them it stays an all-reduce followed by a
-// split, as Megatron-core does; backward: an all-gather either way) and the head gathers its
-// input (backward: reduce-scatter); norms, dropout and residuals then run on s/tp tokens.
-// The gradients of the norms and row-parallel biases, computed from a part of the sequence
-// on each rank, are all-reduced over the TP group after the data-parallel gradient sync and
-// before the optimizer step (Megatron's finalize_model_grads).
-// Full recomputation reruns the forward chain; selective recomputation (the attention core
-// only) needs no communication. Memory effects of a step stay at its first (start) and last
-// (end) op, deps on it at its first, so later passes see a step as before.
-// Megatron also overlaps the backward collectives with the weight-gradient GEMMs
-// (async all-reduce, overlapped all-gather of saved inputs under SP); this plan does not
-// (conservative, stated in the docs).
-#include <array>
-
+// Tensor- and context-parallel pass (tp > 1 or cp > 1; runs right after the schedule pass):
+// splits each compute step into its chain (engine/workload/tp_chain.hpp: Megatron-LM's tensor
+// and sequence parallelism, context parallelism's ring) and puts the chain's collectives, on the
+// `tp` and `cp` streams, on the critical path. Memory effects of a step stay at its first (start)
+// and last (end) op, deps on it at its first, so later passes see a step as before.
 #include "engine/plan/draft.hpp"
-#include "engine/spec/tensor_shapes.hpp"
 
 namespace stratagem::plan {
-
-/// One piece of a unit's chain: a share of its compute op (GEMM FLOPs, fused-attention FLOPs
-/// and memory-bound bytes), or a collective (bytes: the full buffer on each rank) on the TP
-/// group or, `context`, on the context-parallel ring; a context collective runs alongside the
-/// compute piece that follows it (ring attention overlaps the K/V exchange with the attention
-/// core), and the piece after that waits for both.
-struct TpPiece {
-  bool collective = false;
-  double flops_share = 0, bytes_share = 0, attention_share = 0;
-  CollectiveKind kind = CollectiveKind::all_reduce;
-  double bytes = 0;
-  spec::DType dtype = spec::DType::bf16;
-  bool context = false;
-};
-
-/// The chains above for one scenario: unit 0 is the embedding, `head` the output unit, any
-/// other a block; `forward` also for a full recompute. With context parallelism (cp > 1) a
-/// block's attention half is [norm, QKV] [core ‖ K/V exchange] [projection] (backward: the
-/// core's backward alongside the K/V all-gather and the dK/dV reduce-scatter; context_parallel.hpp).
-class TpChains {
- public:
-  explicit TpChains(const spec::Scenario& scenario);
-  const std::vector<TpPiece>& chain(int unit, bool head, bool forward) const;
-
- private:
-  std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
-  std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
-  std::vector<TpPiece> attention_half(bool forward) const;
-  bool tp_ = false, sp_ = false, learned_positions_ = false;
-  int cp_ = 1;
-  spec::BlockSplit split_;
-  double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
-  spec::DType dtype_ = spec::DType::bf16;
-};
-
-/// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or
-/// backward on one micro-batch, units_work) scaled by the piece's shares, its launches spread
-/// evenly over the chain's `segments` compute pieces (at least one each).
-Compute tp_piece_work(const Compute& unit, const TpPiece& piece, int segments);
-/// The compute pieces of a chain.
-int compute_segments(const std::vector<TpPiece>& chain);
 
 void split_tensor_parallel(BuildContext& ctx, RankDraft& draft);
 void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& draft);

@@ -157,6 +157,9 @@ nlohmann::json rank_to_json(const RankResult& r) {
                       {"peak_memory_bytes", r.peak_memory_bytes},
                       {"host_bytes", r.host_bytes},
                       {"oom", r.oom}};
+  // Written where not 0, so a result without tensor or context parallelism reads as before.
+  if (r.tp > 0) j["tp"] = r.tp;
+  if (r.cp > 0) j["cp"] = r.cp;
   if (r.same_as >= 0) {
     j["same_as"] = r.same_as;
     return j;
@@ -262,6 +265,8 @@ RankResult rank_from_json(const nlohmann::json& j, const std::string& where) {
   r.stage = j.at("stage").get<int>();
   r.dp = j.at("dp").get<int>();
   r.node = j.at("node").get<int>();
+  r.tp = j.value("tp", 0);
+  r.cp = j.value("cp", 0);
   r.capacity_bytes = j.at("capacity_bytes").get<double>();
   r.peak_memory_bytes = j.at("peak_memory_bytes").get<double>();
   r.host_bytes = j.value("host_bytes", 0.0);

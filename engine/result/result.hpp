@@ -95,7 +95,10 @@ struct MemoryTrack {
 
 struct RankResult {
   int rank = 0;
+  /// Its mesh coordinate (spec::MeshCoord: pipeline stage, data-, context- and
+  /// tensor-parallel index) and node, as the plan laid it out.
   int stage = 0, dp = 0, node = 0;
+  int tp = 0, cp = 0;
   int same_as = -1;  ///< ≥ 0: a folded replica identical to that rank (no spans, no samples)
   std::vector<Span> spans;  ///< sorted by (start_s, op)
   MemoryTrack memory;

@@ -426,6 +426,8 @@ StepOutcome Executor::step(std::int64_t step) {
   tr.rank = rank_;
   tr.stage = coord.stage;
   tr.dp = coord.dp;
+  tr.tp = coord.tp;
+  tr.cp = coord.cp;
   tr.node = coord.node;
   tr.spans = std::move(run.spans);
   std::sort(tr.spans.begin(), tr.spans.end(), [](const auto& a, const auto& b) {

@@ -5,9 +5,9 @@
 
 #include <ATen/ATen.h>
 
-#include "engine/plan/tensor_parallel.hpp"
 #include "engine/runtime/executor_run.hpp"
 #include "engine/spec/error.hpp"
+#include "engine/workload/tp_chain.hpp"
 
 namespace stratagem::runtime {
 
@@ -33,7 +33,7 @@ std::unordered_map<OpId, TpChainOp> index_tp_chains(const plan::StepPlan& plan, 
   // each exactly as TpChains lays it out: match the rank's ops, in id order, against them.
   std::unordered_map<OpId, TpChainOp> piece;
   if (plan.layout.tp <= 1) return piece;
-  const plan::TpChains chains(plan.scenario);
+  const workload::TpChains chains(plan.scenario);
   const int head = static_cast<int>(plan.layout.units.size()) - 1;
   const auto ids = rank_ops(plan, rank);
   // A selective recomputation step is not split (the attention core needs no communication).

@@ -10,11 +10,10 @@ std::string str(std::int64_t v) {
   return std::to_string(v);
 }
 
-void must_divide(int tp, std::int64_t value, const std::string& what) {
-  if (value % tp != 0) {
-    throw SpecError("strategy.tp", "tp = " + str(tp) + " must divide the model's " + what + " (" +
-                                       str(value) + ")");
-  }
+std::optional<SpecError> must_divide(int tp, std::int64_t value, const std::string& what) {
+  if (value % tp == 0) return std::nullopt;
+  return SpecError("strategy.tp", "tp = " + str(tp) + " must divide the model's " + what + " (" +
+                                      str(value) + ")");
 }
 
 // Megatron-LM's context parallelism: the sequence in 2·cp chunks, rank i holding chunks i and
@@ -56,6 +55,21 @@ void validate_fp8(const Scenario& s) {
 
 }  // namespace
 
+std::optional<SpecError> tensor_parallel_model_refusal(const ModelSpec& m, int tp) {
+  if (tp == 1) return std::nullopt;
+  if (m.measured || m.params_given > 0) {
+    return SpecError("strategy.tp", std::string("tensor parallelism needs the model's shape "
+                                                "(heads, ffn_hidden, vocab); '") +
+                                        m.name + "' is given as " +
+                                        (m.measured ? "a measured model" : "a parameter count"));
+  }
+  if (auto e = must_divide(tp, m.heads, "attention heads")) return e;
+  if (auto e = must_divide(tp, m.kv_heads, "kv_heads (each rank holds whole query groups)")) {
+    return e;
+  }
+  return must_divide(tp, m.ffn_hidden, "ffn_hidden");
+}
+
 void validate_mesh(const Scenario& s) {
   const auto& st = s.strategy;
   const auto& c = s.cluster;
@@ -79,16 +93,7 @@ void validate_mesh(const Scenario& s) {
   validate_context_parallel(s);
   validate_fp8(s);
   if (st.tp == 1) return;
-  const auto& m = s.model;
-  if (m.measured || m.params_given > 0) {
-    throw SpecError("strategy.tp", std::string("tensor parallelism needs the model's shape "
-                                               "(heads, ffn_hidden, vocab); '") +
-                                       m.name + "' is given as " +
-                                       (m.measured ? "a measured model" : "a parameter count"));
-  }
-  must_divide(st.tp, m.heads, "attention heads");
-  must_divide(st.tp, m.kv_heads, "kv_heads (each rank holds whole query groups)");
-  must_divide(st.tp, m.ffn_hidden, "ffn_hidden");
+  if (auto refusal = tensor_parallel_model_refusal(s.model, st.tp)) throw *refusal;
   const int domain = c.domain_gpus();
   if (st.tp > domain || domain % st.tp != 0) {
     const std::string where = c.nvlink_domain_gpus > 0

@@ -6,6 +6,7 @@
 #include "engine/spec/json_reader.hpp"
 #include "engine/spec/parallel_dims.hpp"
 #include "engine/spec/presets.hpp"
+#include "engine/spec/strategy_rewrite.hpp"
 
 namespace stratagem::spec {
 
@@ -132,7 +133,7 @@ void validate(Scenario& s) {
                       "nodes >= 2 (use FULL_SHARD on one node)");
     }
   }
-  if (st.offload_optimizer == Offload::cpu && st.sharding == Sharding::none) {
+  if (st.offload_optimizer == Offload::cpu && !optimizer_offload_allowed(st.sharding)) {
     throw SpecError("strategy.offload_optimizer",
                     "optimizer offload needs a sharded optimizer (ZeRO stage >= 1 or FSDP), as "
                     "in DeepSpeed");

@@ -10,12 +10,11 @@
 #include <map>
 #include <sstream>
 
-#include "engine/plan/builder.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/presets.hpp"
-#include "sim/simulator.hpp"
-#include "sim/strategy_variants.hpp"
+#include "sim/simulate.hpp"
 #include "tests/plan/plan_digest.hpp"
+#include "tune/strategy_variants.hpp"
 
 namespace stratagem {
 namespace {
@@ -26,12 +25,14 @@ std::map<std::string, std::string> current_digests() {
   std::map<std::string, std::string> out;
   for (const auto& name : spec::shipped_scenario_names()) {
     const auto base = spec::load_scenario(name);
-    for (const auto& v : sim::make_variants(base, sim::variant_names())) {
+    for (const auto& v : tune::make_variants(base, tune::variant_names())) {
       if (!v.scenario) continue;
       for (bool fold : {true, false}) {
         if (!fold && v.name != "base") continue;  // unfolded: the shipped scenario itself
-        const auto plan = plan::build_plan(*v.scenario, {.fold = fold});
-        const auto res = sim::Simulator().run(plan, sim::make_cost_models(*v.scenario));
+        const sim::Simulation run =
+            sim::simulate_scenario(*v.scenario, {.build = {.fold = fold}, .cost = {}});
+        const plan::StepPlan& plan = run.plan;
+        const result::RunResult& res = run.result;
         const std::string key = name + " " + v.name + (fold ? " fold" : " nofold");
         out[key] = "plan=" + test::hex(test::fnv1a(test::canonical_plan(plan))) +
                    " result=" + test::hex(test::fnv1a(result::to_json(res).dump())) +

@@ -5,8 +5,9 @@
 #include <chrono>
 
 #include "engine/memory/memory.hpp"
-#include "engine/plan/builder.hpp"
+#include "engine/plan/plan.hpp"
 #include "engine/spec/units.hpp"
+#include "engine/workload/units.hpp"
 
 namespace stratagem::memory {
 namespace {
@@ -42,7 +43,7 @@ spec::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extr
 
 TEST(TinyModel, HandCountsMatchTheSpec) {
   const auto s = tiny(2, 1, 1, "");
-  const auto units = plan::make_units(s);
+  const auto units = workload::make_units(s);
   ASSERT_EQ(units.size(), 4u);
   EXPECT_DOUBLE_EQ(units[0].params, kEmbedding);
   EXPECT_DOUBLE_EQ(units[1].params, kBlock);

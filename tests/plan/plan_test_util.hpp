@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/plan/builder.hpp"
+#include "engine/plan/plan.hpp"
 #include "engine/spec/scenario.hpp"
 
 namespace stratagem::test {

@@ -6,6 +6,8 @@
 #include "engine/plan/builder.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/presets.hpp"
+#include "engine/workload/schedule.hpp"
+#include "engine/workload/stages.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
 namespace stratagem {
@@ -337,12 +339,12 @@ TEST(Builder, HybridShardReduceScattersInNodeAndAllReducesAcrossNodes) {
 
 TEST(Builder, ScheduleOrdersMatchMegatron) {
   // 1F1B, p=4, stage 1, m=4: two warm-up forwards, then F/B pairs, then cool-down.
-  const auto o = plan::schedule_order(spec::Schedule::one_f_one_b, 4, 1, 1, 4);
+  const auto o = workload::schedule_order(spec::Schedule::one_f_one_b, 4, 1, 1, 4);
   std::string s;
   for (const auto& i : o) s += (i.forward ? "F" : "B") + std::to_string(i.microbatch) + " ";
   EXPECT_EQ(s, "F0 F1 F2 B0 F3 B1 B2 B3 ");
   // Interleaved p=2, v=2, m=4, stage 0: warm-up (2−0−1)·2 + (2−1)·2 = 4.
-  const auto io = plan::schedule_order(spec::Schedule::interleaved, 2, 0, 2, 4);
+  const auto io = workload::schedule_order(spec::Schedule::interleaved, 2, 0, 2, 4);
   std::string t;
   for (const auto& i : io) {
     t += (i.forward ? "F" : "B") + std::to_string(i.chunk) + "." + std::to_string(i.microbatch) +
@@ -352,7 +354,7 @@ TEST(Builder, ScheduleOrdersMatchMegatron) {
 }
 
 TEST(Builder, SplitStagesPutsEmbeddingFirstAndHeadLast) {
-  const auto split = plan::split_stages(10, 4, 1);
+  const auto split = workload::split_stages(10, 4, 1);
   // 10 blocks over 4 stages: 3,3,2,2; units 0 and 11 are embedding and head.
   EXPECT_EQ(split[0][0], (std::pair<int, int>{0, 4}));
   EXPECT_EQ(split[1][0], (std::pair<int, int>{4, 7}));
@@ -365,7 +367,7 @@ TEST(Builder, SplitStagesPutsEmbeddingFirstAndHeadLast) {
 // first holds the embedding and block 1, the last block 126 and the head; without the flags
 // 126 blocks do not divide by the 64 virtual stages and an interleaved scenario is refused.
 TEST(Builder, SplitStagesCountsEmbeddingAndLossAsLayersAsMegatron) {
-  const auto split = plan::split_stages(126, 8, 8, true, true);
+  const auto split = workload::split_stages(126, 8, 8, true, true);
   EXPECT_EQ(split[0][0], (std::pair<int, int>{0, 2}));     // embedding, block 1
   EXPECT_EQ(split[1][0], (std::pair<int, int>{2, 4}));     // blocks 2, 3
   EXPECT_EQ(split[7][7], (std::pair<int, int>{126, 128}));  // block 126, head
@@ -377,7 +379,7 @@ TEST(Builder, SplitStagesCountsEmbeddingAndLossAsLayersAsMegatron) {
     next = e;
   }
   // Only the embedding counted: 11 over 4 stages = 3, 3, 3, 2 slots.
-  const auto lead = plan::split_stages(10, 4, 1, true, false);
+  const auto lead = workload::split_stages(10, 4, 1, true, false);
   EXPECT_EQ(lead[0][0], (std::pair<int, int>{0, 3}));  // embedding + 2 blocks
   EXPECT_EQ(lead[3][0], (std::pair<int, int>{9, 12}));
 

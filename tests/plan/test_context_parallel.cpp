@@ -7,7 +7,7 @@
 #include <map>
 
 #include "engine/plan/builder.hpp"
-#include "engine/plan/context_parallel.hpp"
+#include "engine/workload/context_ring.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -65,7 +65,7 @@ TEST(ContextParallel, RingBytesPerLayerAndPhase) {
   // s 1024, b 1, h = kv 1024, bf16: K and V of the whole sequence are 2·1024·1024·2 = 4 MiB;
   // each of the cp − 1 = 1 ring steps moves one rank's half, 2 MiB.
   const auto s = test::small_scenario(cp_strategy(4, 2));
-  EXPECT_DOUBLE_EQ(plan::context_kv_bytes(s), 4.0 * 1024 * 1024);
+  EXPECT_DOUBLE_EQ(workload::context_kv_bytes(s), 4.0 * 1024 * 1024);
   const auto p = plan::build_plan(s);
   const Ring r = ring_of(p, 0);
   using K = CollectiveKind;

@@ -8,6 +8,7 @@
 #include "engine/plan/builder.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/scenario.hpp"
+#include "engine/workload/units.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulator.hpp"
 
@@ -59,7 +60,7 @@ TEST(MeasuredModel, ParsesIntoTotalsAndRoundTrips) {
 }
 
 TEST(MeasuredModel, UnitsScaleWithTheMicroBatchAndPrecision) {
-  const auto fp32 = plan::make_units(scenario({{"dp", 8}, {"micro_batch_size", 4}}));
+  const auto fp32 = workload::make_units(scenario({{"dp", 8}, {"micro_batch_size", 4}}));
   ASSERT_EQ(fp32.size(), 5u);
   EXPECT_EQ(fp32[0].name, "input");
   EXPECT_EQ(fp32[2].name, "layers.1");
@@ -68,7 +69,7 @@ TEST(MeasuredModel, UnitsScaleWithTheMicroBatchAndPrecision) {
   EXPECT_DOUBLE_EQ(fp32[2].act_bytes, 4 * 30000.0);
   EXPECT_DOUBLE_EQ(fp32[4].act_bytes, 4 * 8000.0);
   // bf16 halves the activations measured in fp32; full recomputation keeps the block input.
-  const auto bf16 = plan::make_units(scenario(
+  const auto bf16 = workload::make_units(scenario(
       {{"dp", 8}, {"micro_batch_size", 4}, {"mixed_precision", "bf16"}, {"recompute", "full"}}));
   EXPECT_DOUBLE_EQ(bf16[2].full_act_bytes, 4 * 15000.0);
   EXPECT_DOUBLE_EQ(bf16[2].act_bytes, 4 * 2048.0);

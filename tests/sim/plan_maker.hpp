@@ -7,8 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "engine/plan/builder.hpp"
 #include "engine/plan/plan.hpp"
+#include "engine/workload/schedule.hpp"
 #include "sim/cost_models.hpp"
 
 namespace stratagem::test {
@@ -175,7 +175,7 @@ struct PipelineSpec {
   std::vector<int> built_dp;  ///< data-parallel indices built (empty: all)
 };
 
-/// A pipeline over `pp` stages of `dp` replicas in the schedule's order (plan::schedule_order),
+/// A pipeline over `pp` stages of `dp` replicas in the schedule's order (workload::schedule_order),
 /// with p2p between neighbouring virtual stages of one replica. Rank = stage·dp + dp index.
 inline void add_pipeline(PlanMaker& pm, const PipelineSpec& ps) {
   std::vector<int> built = ps.built_dp;
@@ -191,7 +191,7 @@ inline void add_pipeline(PlanMaker& pm, const PipelineSpec& ps) {
     for (int s = 0; s < ps.pp; ++s) {
       const int rank = s * ps.dp + d;
       for (const auto& item :
-           plan::schedule_order(ps.schedule, ps.pp, s, ps.chunks, ps.microbatches)) {
+           workload::schedule_order(ps.schedule, ps.pp, s, ps.chunks, ps.microbatches)) {
         const double t = (item.forward ? ps.forward_s : ps.backward_s) / ps.chunks;
         const plan::OpId id =
             pm.compute(rank, t, item.forward ? plan::Phase::forward : plan::Phase::backward,

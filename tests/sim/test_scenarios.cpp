@@ -6,9 +6,9 @@
 #include "engine/plan/builder.hpp"
 #include "engine/result/result.hpp"
 #include "engine/spec/presets.hpp"
-#include "sim/search.hpp"
 #include "sim/simulator.hpp"
-#include "sim/strategy_variants.hpp"
+#include "tune/search.hpp"
+#include "tune/strategy_variants.hpp"
 
 namespace stratagem::test {
 namespace {
@@ -122,8 +122,8 @@ spec::Scenario small_search_base() {
   return spec::parse_scenario(j);
 }
 
-sim::SearchOptions small_search_options() {
-  sim::SearchOptions options;
+tune::SearchOptions small_search_options() {
+  tune::SearchOptions options;
   options.precisions = {spec::Precision::bf16};
   options.recomputes = {spec::Recompute::none, spec::Recompute::selective};
   options.max_micro_batch_size = 4;
@@ -134,10 +134,10 @@ sim::SearchOptions small_search_options() {
 // Bound-and-prune returns exactly the exhaustive search's best configurations and Pareto front.
 TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
   const auto base = small_search_base();
-  sim::SearchOptions options = small_search_options();
-  const auto pruned = sim::search(base, options);
+  tune::SearchOptions options = small_search_options();
+  const auto pruned = tune::search(base, options);
   options.keep_top = 0;
-  const auto all = sim::search(base, options);
+  const auto all = tune::search(base, options);
   EXPECT_GT(pruned.pruned, 0);
   EXPECT_EQ(all.pruned, 0);
   EXPECT_EQ(pruned.simulated + pruned.pruned, all.simulated);
@@ -166,12 +166,12 @@ TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
 // configuration simulated beside one that would have pruned it must be dropped again.
 TEST(Search, ThreadsGiveTheSequentialResultExactly) {
   const auto base = small_search_base();
-  sim::SearchOptions options = small_search_options();
+  tune::SearchOptions options = small_search_options();
   options.threads = 1;
-  const auto one = sim::search(base, options);
+  const auto one = tune::search(base, options);
   for (int threads : {2, 3, 8}) {
     options.threads = threads;
-    const auto many = sim::search(base, options);
+    const auto many = tune::search(base, options);
     EXPECT_EQ(many.simulated, one.simulated) << threads;
     EXPECT_EQ(many.pruned, one.pruned) << threads;
     EXPECT_EQ(many.memory_rejected, one.memory_rejected) << threads;
@@ -197,11 +197,11 @@ TEST(Search, TheStepTimeLowerBoundHoldsForEveryShippedScenarioAndVariant) {
   int bounded = 0;
   for (const auto& name : spec::shipped_scenario_names()) {
     const auto base = spec::load_scenario(name);
-    for (const auto& v : sim::make_variants(base, sim::variant_names())) {
+    for (const auto& v : tune::make_variants(base, tune::variant_names())) {
       if (!v.scenario) continue;
       SCOPED_TRACE(name + " " + v.name);
       const auto models = sim::make_cost_models(*v.scenario);
-      const double bound = sim::step_time_lower_bound(*v.scenario, models);
+      const double bound = tune::step_time_lower_bound(*v.scenario, models);
       const double step =
           sim::Simulator().run(plan::build_plan(*v.scenario), models).metrics.step_time_s;
       EXPECT_LE(bound, step * (1 + 1e-12));

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/plan/builder.hpp"
+#include "engine/plan/plan.hpp"
 #include "tests/viz/viz_test_util.hpp"
 #include "viz/model/dependencies.hpp"
 #include "viz/model/sim_worker.hpp"

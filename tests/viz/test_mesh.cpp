@@ -43,6 +43,41 @@ TEST(Mesh, CoordinatesFollowMegatronsRankOrder) {
   EXPECT_EQ(tp_group_ranks(m, 7), "ranks 6..7");
 }
 
+// With context parallelism the result records each rank's tp and cp index (the mesh's
+// dp × tp × pp is not the rank count, so they cannot come from a dp × tp × pp order).
+TEST(Mesh, ContextParallelResultsShowEachRanksTensorParallelIndex) {
+  nlohmann::json j = spec::to_json(test::tp_scenario(2, 2, 1));
+  j["strategy"]["cp"] = 2;
+  j["cluster"]["gpus_per_node"] = 8;
+  const spec::Scenario s = spec::parse_scenario(j);
+  const Document doc(test::simulate_unfolded(s), "tp2 cp2");
+  const Mesh& m = doc.mesh();
+  EXPECT_EQ(m.tp, 2);
+  EXPECT_EQ(m.cp, 2);
+  ASSERT_EQ(m.coords.size(), 8u);
+  std::set<int> tps, cps;
+  for (int rank = 0; rank < 8; ++rank) {
+    const MeshCoord& c = m.coords[rank];
+    tps.insert(c.tp);
+    cps.insert(c.cp);
+    // tp fastest, then cp, then dp.
+    EXPECT_EQ(c.tp, rank % 2) << rank;
+    EXPECT_EQ(c.cp, (rank / 2) % 2) << rank;
+    EXPECT_EQ(c.dp, rank / 4) << rank;
+    EXPECT_EQ(m.rank_of(c.stage, c.dp, c.tp, c.cp), rank);
+  }
+  EXPECT_EQ(tps, (std::set<int>{0, 1}));
+  EXPECT_EQ(cps, (std::set<int>{0, 1}));
+  EXPECT_EQ(rank_label(m, 3), "rank 3 · stage 0 · dp 0 · tp 1");
+  EXPECT_EQ(tp_group_ranks(m, 3), "ranks 2..3");
+  // The coordinates travel through the result file.
+  const Mesh reread = mesh_of(result::result_from_json(result::to_json(doc.result())));
+  for (int rank = 0; rank < 8; ++rank) {
+    EXPECT_EQ(reread.coords[rank].tp, m.coords[rank].tp) << rank;
+    EXPECT_EQ(reread.coords[rank].cp, m.coords[rank].cp) << rank;
+  }
+}
+
 TEST(Mesh, WithoutTensorParallelismRanksKeepTheirShortLabel) {
   const auto doc = simulate(test::gpipe4_scenario(), "gpipe");
   EXPECT_FALSE(doc->mesh().tensor_parallel());

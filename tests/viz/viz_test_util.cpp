@@ -7,9 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "engine/plan/builder.hpp"
-#include "sim/cost_models.hpp"
-#include "sim/simulator.hpp"
+#include "sim/simulate.hpp"
 
 namespace stratagem::test {
 
@@ -75,8 +73,7 @@ spec::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel) {
 }
 
 result::RunResult simulate_unfolded(const spec::Scenario& s) {
-  const plan::StepPlan plan = plan::build_plan(s, plan::BuildOptions{.fold = false});
-  return sim::Simulator().run(plan, sim::make_cost_models(s));
+  return sim::simulate(s, {.build = {.fold = false}, .cost = {}});
 }
 
 Command run_command(const std::string& command) {

@@ -8,12 +8,18 @@ Mesh mesh_of(const result::RunResult& r) {
   Mesh m;
   const auto& st = r.scenario.strategy;
   const int n = static_cast<int>(r.ranks.size());
-  const bool known = st.dp >= 1 && st.tp >= 1 && st.pp >= 1 && st.dp * st.tp * st.pp == n;
+  const bool known = st.dp >= 1 && st.tp >= 1 && st.pp >= 1 && st.cp >= 1 &&
+                     static_cast<long long>(st.dp) * st.tp * st.cp * st.pp == n;
   if (known) {
     m.dp = st.dp;
     m.tp = st.tp;
     m.pp = st.pp;
+    m.cp = st.cp;
   }
+  const bool recorded = std::any_of(r.ranks.begin(), r.ranks.end(),
+                                    [](const auto& rr) { return rr.tp > 0 || rr.cp > 0; });
+  const bool from_order = known && !recorded && (m.tp > 1 || m.cp > 1);
+  const spec::MeshShape shape{m.dp, m.pp, m.tp, m.cp};
   m.coords.resize(n);
   for (int i = 0; i < n; ++i) {
     const auto& rr = r.ranks[i];
@@ -21,7 +27,9 @@ Mesh mesh_of(const result::RunResult& r) {
     c.stage = rr.stage;
     c.dp = rr.dp;
     c.node = rr.node;
-    c.tp = known ? rr.rank % m.tp : 0;
+    const spec::MeshCoord ordered = from_order ? shape.coord_of(rr.rank) : spec::MeshCoord{};
+    c.tp = !known ? 0 : from_order ? ordered.tp : rr.tp;
+    c.cp = !known ? 0 : from_order ? ordered.cp : rr.cp;
     if (!known) {
       m.dp = std::max(m.dp, rr.dp + 1);
       m.pp = std::max(m.pp, rr.stage + 1);

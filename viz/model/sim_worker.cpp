@@ -2,19 +2,16 @@
 
 #include <chrono>
 
-#include "engine/plan/builder.hpp"
 #include "engine/spec/error.hpp"
-#include "sim/cost_models.hpp"
-#include "sim/simulator.hpp"
-#include "sim/strategy_variants.hpp"
+#include "sim/simulate.hpp"
+#include "tune/strategy_variants.hpp"
 
 namespace stratagem::viz {
 
 std::shared_ptr<Document> simulate(const spec::Scenario& scenario, const std::string& label) {
-  auto plan = std::make_shared<const plan::StepPlan>(plan::build_plan(scenario));
-  const auto models = sim::make_cost_models(scenario);
-  auto doc = std::make_shared<Document>(sim::Simulator().run(*plan, models), label);
-  doc->set_plan(std::move(plan));
+  sim::Simulation simulation = sim::simulate_scenario(scenario);
+  auto doc = std::make_shared<Document>(std::move(simulation.result), label);
+  doc->set_plan(std::make_shared<const plan::StepPlan>(std::move(simulation.plan)));
   return doc;
 }
 
@@ -22,7 +19,7 @@ std::vector<std::shared_ptr<Document>> simulate_variants(const spec::Scenario& b
                                                          const std::vector<std::string>& names,
                                                          std::vector<std::string>& skipped) {
   std::vector<std::shared_ptr<Document>> docs;
-  for (auto& v : sim::make_variants(base, names)) {
+  for (auto& v : tune::make_variants(base, names)) {
     if (!v.scenario) {
       skipped.push_back(v.name + ": " + v.error);
       continue;

@@ -2,6 +2,7 @@
 
 #include "engine/spec/error.hpp"
 #include "engine/spec/presets.hpp"
+#include "engine/spec/strategy_rewrite.hpp"
 
 namespace stratagem::viz {
 
@@ -29,7 +30,7 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
   auto& st = j["strategy"];
   st["dp"] = k.dp;
   st["tp"] = k.tp;
-  st["sequence_parallel"] = k.sequence_parallel && k.tp > 1;
+  st["sequence_parallel"] = k.sequence_parallel && spec::sequence_parallel_allowed(k.tp);
   st["cp"] = k.cp;
   st["attention"] = spec::to_string(k.attention);
   st["pp"] = k.pp;
@@ -50,14 +51,11 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
       st.erase(key);
     }
   }
-  if (k.precision != spec::Precision::fp8 || !spec::shards_parameters(k.sharding)) {
-    st.erase("fp8_all_gather");
-  }
+  if (!spec::fp8_all_gather_allowed(k.precision, k.sharding)) st.erase("fp8_all_gather");
   if (k.precision != spec::Precision::no) st.erase("tf32");
   // Offloading needs a sharded optimizer; keep it only where it is still allowed.
-  if (!spec::shards_optimizer(k.sharding)) st["offload_optimizer"] = "none";
-  j["training"]["global_batch"] =
-      static_cast<std::int64_t>(k.micro_batch_size) * k.micro_batches * k.dp;
+  if (!spec::optimizer_offload_allowed(k.sharding)) st["offload_optimizer"] = "none";
+  j["training"]["global_batch"] = spec::global_batch_of(k.micro_batch_size, k.micro_batches, k.dp);
 
   auto& cluster = j["cluster"];
   int gpus_per_node = base.cluster.gpus_per_node;

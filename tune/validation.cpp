@@ -1,4 +1,4 @@
-#include "sim/validation.hpp"
+#include "tune/validation.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -10,9 +10,9 @@
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
 #include "engine/spec/units.hpp"
-#include "sim/simulator.hpp"
+#include "sim/simulate.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 std::vector<MeasuredRun> load_measured_runs(const std::string& file) {
   namespace fs = std::filesystem;
@@ -106,8 +106,8 @@ std::string strategy_family(const spec::StrategySpec& st) {
 }
 
 RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
-                               const plan::StepPlan& plan, const CostOptions& options) {
-  const auto result = Simulator().run(plan, make_cost_models(s, options));
+                               const plan::StepPlan& plan, const sim::CostOptions& options) {
+  const auto result = sim::simulate(plan, s, options);
   RunComparison c;
   c.id = run.id;
   c.gpu = s.cluster.gpu.name;
@@ -128,7 +128,7 @@ RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
 }
 
 std::vector<RunComparison> compare_with_measured(const std::vector<MeasuredRun>& runs,
-                                                 const CostOptions& options,
+                                                 const sim::CostOptions& options,
                                                  const std::function<void(int, int)>& progress) {
   std::vector<RunComparison> out;
   const int total = static_cast<int>(runs.size());
@@ -141,4 +141,4 @@ std::vector<RunComparison> compare_with_measured(const std::vector<MeasuredRun>&
   return out;
 }
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

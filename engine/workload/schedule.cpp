@@ -1,8 +1,6 @@
-// Pipeline schedules as Megatron-LM runs them (schedules.py): the order of forward and
-// backward work of one stage. The bubble is whatever this order produces when executed.
-#include "engine/plan/builder.hpp"
+#include "engine/workload/schedule.hpp"
 
-namespace stratagem::plan {
+namespace stratagem::workload {
 
 namespace {
 
@@ -73,4 +71,4 @@ std::vector<ScheduleItem> schedule_order(spec::Schedule schedule, int pp, int st
   return {};
 }
 
-}  // namespace stratagem::plan
+}  // namespace stratagem::workload

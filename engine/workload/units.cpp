@@ -1,13 +1,18 @@
-// Model units: the embedding, each transformer block, the head. They are the granularity of
-// compute ops, parameter sharding (ZeRO-3/FSDP wrap one unit each) and pipeline splits.
+#include "engine/workload/units.hpp"
+
 #include <algorithm>
 
-#include "engine/plan/builder.hpp"
 #include "engine/spec/tensor_shapes.hpp"
 
-namespace stratagem::plan {
+namespace stratagem::workload {
 
 namespace {
+
+// Kernel launches per unit and phase: a transformer block's forward is ~10 kernels
+// (2 norms, QKV, attention core, projection, 2 residual adds, MLP in/act/out), backward ~2×.
+constexpr int kBlockForwardKernels = 10;
+constexpr int kEmbeddingKernels = 2;
+constexpr int kHeadForwardKernels = 4;
 
 // A measured model (export_scenario): its units' figures per sample, times the micro-batch;
 // activations scaled from the measured element size to the scenario's.
@@ -156,62 +161,65 @@ std::vector<Unit> make_units(const spec::Scenario& s) {
   return units;
 }
 
-double gather_bytes(const spec::StrategySpec& st, const Unit& u) {
-  const double c = spec::compute_param_bytes(st.precision);
-  if (st.fp8_all_gather) return u.linear_params + c * (u.gather_params - u.linear_params);
-  return c * u.gather_params;
-}
-
-double gathered_bytes(const spec::StrategySpec& st, const Unit& u) {
-  const bool casts = st.precision == spec::Precision::fp8 && !st.fp8_all_gather;
-  return gather_bytes(st, u) + (casts ? kFp8CopyBytesPerParam * u.linear_params : 0.0);
-}
-
-double fp8_resident_bytes(const spec::StrategySpec& st, const std::vector<Unit>& units,
-                          const std::vector<std::pair<int, int>>& chunks) {
-  if (st.precision != spec::Precision::fp8) return 0;
-  const bool copies = !spec::shards_parameters(st.sharding);
-  double bytes = 0;
-  for (const auto& [b, e] : chunks) {
-    for (int u = b; u < e; ++u) {
-      if (units[u].linear_params <= 0) continue;
-      if (copies) bytes += kFp8CopyBytesPerParam * units[u].linear_params;
-      bytes += kFp8LinearsPerBlock * kFp8TensorsPerLinear * (kFp8AmaxHistory + 2) * 4.0;
+Compute units_work(const spec::StrategySpec& st, const std::vector<Unit>& units, Phase phase,
+                   int u0, int u1) {
+  Compute c;
+  c.phase = phase;
+  c.unit_begin = u0;
+  c.unit_end = u1;
+  c.dtype = spec::gemm_dtype(st);
+  const bool fp8 = c.dtype == spec::DType::fp8;
+  const int last = static_cast<int>(units.size()) - 1;
+  c.kernels = 0;
+  for (int u = u0; u < u1; ++u) {
+    const Unit& unit = units[u];
+    const int fwd_kernels = u == 0      ? kEmbeddingKernels
+                            : u == last ? kHeadForwardKernels
+                                        : kBlockForwardKernels;
+    // Under fp8 only the blocks' linear layers run in fp8; the LM head stays in 16 bits.
+    double& gemm = fp8 && u == last ? c.flops_16bit : c.flops;
+    switch (phase) {
+      case Phase::forward:
+        gemm += unit.fwd_flops;
+        c.attention_flops += unit.attn_fwd_flops;
+        c.bytes += unit.full_act_bytes;
+        c.gemm_bytes += unit.fwd_gemm_bytes;
+        c.kernels += fwd_kernels;
+        break;
+      case Phase::backward:
+        // Backward computes input and weight gradients: twice the forward's GEMM work; the
+        // fused attention backward recomputes the scores first (kFlashBackwardRatio).
+        gemm += 2.0 * unit.fwd_flops;
+        c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
+        c.bytes += 2.0 * unit.full_act_bytes;
+        c.gemm_bytes += 2.0 * unit.fwd_gemm_bytes;
+        c.kernels += 2 * fwd_kernels;
+        break;
+      case Phase::recompute:
+        gemm += unit.recompute_flops;
+        c.attention_flops += unit.recompute_attn_flops;
+        c.bytes += unit.full_act_bytes - unit.act_bytes;
+        // A full recompute reruns the forward's GEMMs; selective only the attention core's.
+        if (unit.fwd_flops > 0) {
+          c.gemm_bytes +=
+              unit.fwd_gemm_bytes * std::min(1.0, unit.recompute_flops / unit.fwd_flops);
+        }
+        c.kernels += fwd_kernels;
+        break;
+      default:
+        break;
     }
+    if (unit.attn_fwd_flops > 0) {
+      c.attention_seq = unit.attention_seq;
+      c.head_dim = unit.head_dim;
+      c.causal = unit.causal;
+      c.attention_kernel = st.attention_kernel;
+    }
+    if (unit.gemm_dim > 0)
+      c.gemm_dim = c.gemm_dim > 0 ? std::min(c.gemm_dim, unit.gemm_dim) : unit.gemm_dim;
   }
-  return bytes;
+  c.kernels = std::max(c.kernels, 1);
+  return c;
 }
 
-std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, int chunks,
-                                                          bool embedding_as_layer,
-                                                          bool loss_as_layer) {
-  const int virtual_stages = pp * chunks;
-  const int lead = embedding_as_layer ? 1 : 0, trail = loss_as_layer ? 1 : 0;
-  const int slots = layers + lead + trail;  // what is divided: blocks and counted ends
-  const int base = slots / virtual_stages, extra = slots % virtual_stages;
-  std::vector<std::vector<std::pair<int, int>>> out(
-      pp, std::vector<std::pair<int, int>>(chunks, {0, 0}));
-  int next_block = 1;
-  for (int vs = 0; vs < virtual_stages; ++vs) {
-    int blocks = base + (vs < extra ? 1 : 0);
-    if (vs == 0) blocks -= lead;                    // the embedding takes a layer's place
-    if (vs == virtual_stages - 1) blocks -= trail;  // so do the head and loss
-    // ≥ 0: every virtual stage gets ≥ 1 slot (pp ≤ layers, and interleaving divides them
-    // evenly), and a counted end is on a stage of its own (both need pp ≥ 2); a stage may hold
-    // the embedding or the head alone.
-    int begin = next_block, end = next_block + blocks;
-    next_block = end;
-    if (vs == 0) begin = 0;                          // the embedding goes first
-    if (vs == virtual_stages - 1) end = layers + 2;  // the head goes last
-    out[vs % pp][vs / pp] = {begin, end};
-  }
-  return out;
-}
-
-std::vector<std::vector<std::pair<int, int>>> split_stages(std::int64_t layers,
-                                                          const spec::StrategySpec& st) {
-  return split_stages(static_cast<int>(layers), st.pp, st.chunks, st.embedding_as_layer,
-                      st.loss_as_layer);
-}
-
-}  // namespace stratagem::plan
+}  // namespace stratagem::workload

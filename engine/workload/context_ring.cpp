@@ -1,6 +1,8 @@
-#include "engine/plan/context_parallel.hpp"
+#include "engine/workload/context_ring.hpp"
 
-namespace stratagem::plan {
+#include "engine/spec/tensor_shapes.hpp"
+
+namespace stratagem::workload {
 
 double context_kv_bytes(const spec::Scenario& s) {
   const auto& st = s.strategy;
@@ -22,4 +24,4 @@ std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, spec::DType
   return {ring(CollectiveKind::all_gather), ring(CollectiveKind::reduce_scatter)};
 }
 
-}  // namespace stratagem::plan
+}  // namespace stratagem::workload

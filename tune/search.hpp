@@ -2,8 +2,9 @@
 // Strategy search: enumerate dp×tp×cp×pp (tp over the divisors of gpus_per_node, or of the
 // NVLink domain, with and without sequence parallelism; cp for long sequences), schedule,
 // micro-batch size and count, sharding, precision (fp8 where the GPU has it) and
-// recomputation, and the attention kernel when asked, for a model on a cluster; drop what does not fit (analytic
-// memory model first, then the simulated peak), simulate the rest and rank by throughput.
+// recomputation, and the attention kernel when asked, for a model on a cluster; drop what does not
+// fit (analytic memory model first, then the simulated peak), simulate the rest and rank by
+// throughput.
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,7 +12,7 @@
 #include "engine/spec/scenario.hpp"
 #include "sim/cost_models.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 struct SearchOptions {
   std::vector<spec::Precision> precisions = {spec::Precision::bf16, spec::Precision::fp16,
@@ -61,7 +62,7 @@ struct SearchResult {
 
 /// A lower bound on the simulated step time of `scenario` under `models`, without building its
 /// plan (search.cpp says why it holds); 0 when there is none (measured compute models).
-double step_time_lower_bound(const spec::Scenario& scenario, const CostModels& models);
+double step_time_lower_bound(const spec::Scenario& scenario, const sim::CostModels& models);
 
 /// One line describing a scenario's strategy (used as the label).
 std::string strategy_label(const spec::Scenario& s);
@@ -71,4 +72,4 @@ std::string strategy_label(const spec::Scenario& s);
 SearchResult search(const spec::Scenario& base, const SearchOptions& options,
                     const std::function<void(int, int)>& progress = {});
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

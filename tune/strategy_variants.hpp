@@ -7,7 +7,7 @@
 
 #include "engine/spec/scenario.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 struct Variant {
   std::string name;
@@ -29,4 +29,4 @@ std::vector<std::string> default_variants();
 std::vector<Variant> make_variants(const spec::Scenario& base,
                                    const std::vector<std::string>& names);
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

@@ -1,4 +1,4 @@
-#include "sim/search.hpp"
+#include "tune/search.hpp"
 
 #include <algorithm>
 #include <exception>
@@ -7,12 +7,14 @@
 #include <thread>
 
 #include "engine/memory/memory.hpp"
-#include "engine/plan/builder.hpp"
-#include "engine/plan/tensor_parallel.hpp"
 #include "engine/spec/error.hpp"
-#include "sim/simulator.hpp"
+#include "engine/spec/strategy_rewrite.hpp"
+#include "engine/workload/stages.hpp"
+#include "engine/workload/tp_chain.hpp"
+#include "engine/workload/units.hpp"
+#include "sim/simulate.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 namespace {
 
@@ -29,7 +31,7 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
   for (int tp = 1; tp <= domain; ++tp) {
     if (domain % tp != 0) continue;
     tensor.push_back({tp, false});
-    if (tp > 1) tensor.push_back({tp, true});
+    if (spec::sequence_parallel_allowed(tp)) tensor.push_back({tp, true});
   }
   std::vector<spec::Precision> precisions = o.precisions;
   if (o.fp8_when_available && base.cluster.gpu.peak_fp8 > 0 &&
@@ -63,9 +65,9 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
           if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
         }
         for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
-          const std::int64_t per_accum = std::int64_t{mbs} * dp;
-          if (base.training.global_batch % per_accum != 0) continue;
-          const int m = static_cast<int>(base.training.global_batch / per_accum);
+          const auto accum = spec::grad_accum_for(base.training.global_batch, mbs, dp);
+          if (!accum) continue;
+          const int m = *accum;
           for (const auto& [schedule, chunks] : schedules) {
             for (Sharding sharding : shardings) {
               for (spec::Precision precision : precisions) {
@@ -91,8 +93,7 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
                     st.sharding = sharding;
                     st.precision = precision;
                     // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
-                    st.fp8_all_gather = precision == spec::Precision::fp8 &&
-                                        spec::shards_parameters(sharding);
+                    st.fp8_all_gather = spec::fp8_all_gather_allowed(precision, sharding);
                     st.attention = attention;
                     st.recompute = recompute;
                     st.optimizer = base.strategy.optimizer;
@@ -161,16 +162,16 @@ struct Pending {
 // cannot end before the stages ahead ran their last backward (B_j) after it:
 //   bound = max_s  Σ_{j<s} F_j + T_s + Σ_{j<s} B_j.
 // 0 (no bound) for measured compute models.
-double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) {
-  if (!dynamic_cast<const RooflineModel*>(models.compute.get())) return 0;
+double step_time_lower_bound(const spec::Scenario& s, const sim::CostModels& models) {
+  if (!dynamic_cast<const sim::RooflineModel*>(models.compute.get())) return 0;
   const auto& st = s.strategy;
-  const auto units = plan::make_units(s);
-  const auto split = plan::split_stages(s.model.layers, st);
+  const auto units = workload::make_units(s);
+  const auto split = workload::split_stages(s.model.layers, st);
   const double m = st.grad_accum;
   const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
   const int head = static_cast<int>(units.size()) - 1;
-  const plan::TpChains chains(s);
-  const GroupShape tp_group{st.tp, 1, st.tp};
+  const workload::TpChains chains(s);
+  const sim::GroupShape tp_group{st.tp, 1, st.tp};
   const spec::DType dtype = spec::gemm_dtype(st);
   const spec::EfficiencyCurve& curve = s.cluster.gpu.efficiency(dtype);
   double best_dim = 0;  // a measured curve: the point of its best efficiency
@@ -180,7 +181,7 @@ double step_time_lower_bound(const spec::Scenario& s, const CostModels& models) 
   // A unit's work as the plan's compute op has it, without launches, at its own (or the
   // measured curve's best) GEMM dimension.
   auto time = [&](int index, plan::Phase phase) {
-    plan::Compute c = plan::units_work(st, units, phase, index, index + 1);
+    plan::Compute c = workload::units_work(st, units, phase, index, index + 1);
     c.kernels = 0;
     if (!curve.table.empty()) c.gemm_dim = best_dim;
     return models.compute->duration(c);
@@ -248,7 +249,8 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
     Pending p;
     p.index = i;
     p.analytic_peak = memory.worst().peak_bytes;
-    const double bound = options.keep_top > 0 ? step_time_lower_bound(s, make_cost_models(s)) : 0.0;
+    const double bound =
+        options.keep_top > 0 ? step_time_lower_bound(s, sim::make_cost_models(s)) : 0.0;
     p.upper_tokens_per_s = bound > 0 ? static_cast<double>(s.tokens_per_step()) / bound
                                      : std::numeric_limits<double>::infinity();
     pending.push_back(p);
@@ -280,8 +282,7 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
     Outcome o;
     try {
       const auto& s = configs[p.index];
-      const auto plan = plan::build_plan(s);
-      const auto run = Simulator().run(plan, make_cost_models(s));
+      const auto run = sim::simulate(s);
       Candidate c;
       c.scenario = s;
       c.label = s.name;
@@ -369,4 +370,4 @@ SearchResult search(const spec::Scenario& base, const SearchOptions& options,
   return result;
 }
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

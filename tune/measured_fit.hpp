@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "engine/spec/fitted_profile.hpp"
-#include "sim/validation.hpp"
+#include "tune/validation.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 struct MeasuredFitOptions {
   int threads = 0;  ///< simulations at once; 0: one per hardware thread
@@ -33,4 +33,4 @@ spec::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
 /// log(predicted / measured throughput) of one run simulated with `values` applied.
 double log_residual(const MeasuredRun& run, const spec::FitValues& values);
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

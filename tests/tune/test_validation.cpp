@@ -6,9 +6,9 @@
 #include <fstream>
 
 #include "engine/spec/error.hpp"
-#include "sim/validation.hpp"
+#include "tune/validation.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 namespace {
 
 std::string write(const std::string& name, const std::string& text) {
@@ -18,10 +18,9 @@ std::string write(const std::string& name, const std::string& text) {
 }
 
 // One line: a .jsonl holds one object per line.
-const char* kScenario =
-    R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8, )"
-    R"("micro_batch_size": 4, "mixed_precision": "bf16"}, )"
-    R"("training": {"seq_len": 1024, "global_batch": 32}})";
+const char* kScenario = R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8, )"
+                        R"("micro_batch_size": 4, "mixed_precision": "bf16"}, )"
+                        R"("training": {"seq_len": 1024, "global_batch": 32}})";
 
 TEST(ValidateMeasured, ReadsRunsAndLocatesErrors) {
   const std::string ok = write(
@@ -50,8 +49,7 @@ TEST(ValidateMeasured, ReadsRunsAndLocatesErrors) {
     FAIL() << "accepted";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), bad + ":1");
-    EXPECT_NE(std::string(e.what()).find("tokens_per_s_per_gpu or step_time_s"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("tokens_per_s_per_gpu or step_time_s"), std::string::npos)
         << e.what();
   }
   const std::string wrong = write(
@@ -82,7 +80,8 @@ TEST(ValidateMeasured, ShippedTablesLoadAndSimulate) {
     for (const auto& r : rows) EXPECT_GT(r.predicted, 0) << r.id;
     std::ifstream in(entry.path());
     for (std::string line; std::getline(in, line);) {
-      if (!line.empty()) EXPECT_NE(line.find(R"("notes")"), std::string::npos) << line.substr(0, 80);
+      if (!line.empty())
+        EXPECT_NE(line.find(R"("notes")"), std::string::npos) << line.substr(0, 80);
     }
   }
   EXPECT_GE(files, 2);  // llm-foundry, megatron-bridge
@@ -99,7 +98,7 @@ TEST(ValidateMeasured, SummaryStatistics) {
   rows.back().predicted_oom = true;
   const ErrorSummary s = summarize(rows);
   EXPECT_EQ(s.runs, 5);
-  EXPECT_NEAR(s.median_abs, 0.08, 1e-12);      // |e|: 0, .05, .08, .15, .3
+  EXPECT_NEAR(s.median_abs, 0.08, 1e-12);  // |e|: 0, .05, .08, .15, .3
   EXPECT_NEAR(s.signed_median, 0.0, 1e-12);
   EXPECT_NEAR(s.p90_abs, 0.15 + 0.6 * 0.15, 1e-12);  // between .15 and .3
   EXPECT_DOUBLE_EQ(s.within_10, 0.6);
@@ -108,4 +107,4 @@ TEST(ValidateMeasured, SummaryStatistics) {
 }
 
 }  // namespace
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

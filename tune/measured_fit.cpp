@@ -1,4 +1,4 @@
-#include "sim/measured_fit.hpp"
+#include "tune/measured_fit.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -10,7 +10,7 @@
 #include "engine/plan/builder.hpp"
 #include "engine/spec/error.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 namespace {
 
@@ -18,11 +18,11 @@ using spec::FitParam;
 using spec::FitValues;
 using Matrix = std::vector<std::vector<double>>;
 
-constexpr double kStep = 0.02;              // finite-difference step (log scale or absolute)
-constexpr double kMinLogScale = -3.0;       // scales kept within e^±3 (0.05 … 20)
+constexpr double kStep = 0.02;         // finite-difference step (log scale or absolute)
+constexpr double kMinLogScale = -3.0;  // scales kept within e^±3 (0.05 … 20)
 constexpr double kMaxLogScale = 3.0;
 constexpr double kMaxSlowdown = 2.0;
-constexpr double kUndetermined = 1e-4;      // rms sensitivity below this: no run depends on it
+constexpr double kUndetermined = 1e-4;  // rms sensitivity below this: no run depends on it
 
 /// Solves A·x = b by Gaussian elimination with partial pivoting; false when singular.
 bool solve(Matrix a, std::vector<double> b, std::vector<double>& x) {
@@ -240,8 +240,8 @@ class GroupFit {
     for (int p : active) {
       std::vector<double> t = theta;
       // Step away from a bound (the slow-down at 0 steps up, a scale at its cap down).
-      const bool up = spec::is_scale(static_cast<FitParam>(p)) ? theta[p] + kStep <= kMaxLogScale
-                                                              : true;
+      const bool up =
+          spec::is_scale(static_cast<FitParam>(p)) ? theta[p] + kStep <= kMaxLogScale : true;
       t[p] += up ? kStep : -kStep;
       steps.push_back(up ? kStep : -kStep);
       thetas.push_back(std::move(t));
@@ -350,4 +350,4 @@ spec::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
   return profile;
 }
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

@@ -1,12 +1,14 @@
-#include "sim/strategy_variants.hpp"
+#include "tune/strategy_variants.hpp"
 
 #include <algorithm>
 
 #include "engine/memory/memory.hpp"
 #include "engine/spec/error.hpp"
 #include "engine/spec/json_reader.hpp"
+#include "engine/spec/parallel_dims.hpp"
+#include "engine/spec/strategy_rewrite.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 namespace {
 
@@ -24,11 +26,8 @@ int pipeline_depth(const spec::Scenario& s, int ranks) {
 // gpus_per_node that divides the heads, kv_heads and ffn_hidden (one TP group per node at
 // most, as Megatron-LM runs it); 0 when there is none.
 int tensor_parallel_degree(const spec::Scenario& s) {
-  const auto& m = s.model;
-  if (m.measured || m.params_given > 0) return 0;
   for (int tp = s.cluster.gpus_per_node; tp >= 2; --tp) {
-    if (s.cluster.gpus_per_node % tp == 0 && m.heads % tp == 0 && m.kv_heads % tp == 0 &&
-        m.ffn_hidden % tp == 0) {
+    if (s.cluster.gpus_per_node % tp == 0 && !spec::tensor_parallel_model_refusal(s.model, tp)) {
       return tp;
     }
   }
@@ -43,21 +42,14 @@ spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule s
   st.pp = pp;
   st.tp = tp;
   st.cp = cp;
-  st.fp8_all_gather = st.fp8_all_gather && spec::shards_parameters(sharding);
-  // Megatron runs tensor parallelism with sequence parallelism whenever the sequence splits.
-  st.sequence_parallel = tp > 1 && s.training.seq_len % tp == 0;
+  st.fp8_all_gather = st.fp8_all_gather && spec::fp8_all_gather_allowed(st.precision, sharding);
+  st.sequence_parallel = spec::default_sequence_parallel(tp, s.training.seq_len);
   st.schedule = schedule;
   st.chunks = schedule == spec::Schedule::interleaved ? 2 : 1;
   st.sharding = sharding;
   st.offload_optimizer = spec::Offload::none;
   // Keep the global batch: re-derive the micro-batches for the new data-parallel degree.
-  const std::int64_t per_accum = std::int64_t{st.micro_batch_size} * dp;
-  if (s.training.global_batch % per_accum != 0) {
-    throw SpecError("training.global_batch", std::to_string(s.training.global_batch) +
-                                                 " is not a multiple of micro_batch_size × dp = " +
-                                                 std::to_string(per_accum));
-  }
-  st.grad_accum = static_cast<int>(s.training.global_batch / per_accum);
+  st.grad_accum = spec::require_grad_accum(s.training.global_batch, st.micro_batch_size, dp);
   s.name = base.name;
   spec::validate(s);
   return s;
@@ -74,8 +66,8 @@ spec::Scenario context_parallel(const spec::Scenario& base, int world) {
     try {
       spec::Scenario s = base;
       s.strategy.attention = spec::Attention::flash;
-      s = with(s, world / cp, 1, spec::Schedule::one_f_one_b, spec::Sharding::fsdp_full_shard,
-               1, cp);
+      s = with(s, world / cp, 1, spec::Schedule::one_f_one_b, spec::Sharding::fsdp_full_shard, 1,
+               cp);
       if (memory::estimate_memory(s).fits) return s;
       last = s;
     } catch (const SpecError& e) {
@@ -90,8 +82,9 @@ spec::Scenario context_parallel(const spec::Scenario& base, int world) {
 
 const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = {
-      "base",    "ddp", "zero1", "zero2", "zero3", "fsdp", "shard_grad_op", "hybrid", "gpipe",
-      "1f1b",    "interleaved",  "offload",       "tp",   "3d",            "cp",     "fp8"};
+      "base",   "ddp",   "zero1", "zero2",       "zero3",   "fsdp", "shard_grad_op",
+      "hybrid", "gpipe", "1f1b",  "interleaved", "offload", "tp",   "3d",
+      "cp",     "fp8"};
   return names;
 }
 
@@ -152,7 +145,8 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
         s.strategy.precision = spec::Precision::fp8;
         s.strategy.loss_scale = {};
         s.strategy.tf32 = false;
-        s.strategy.fp8_all_gather = spec::shards_parameters(s.strategy.sharding);
+        s.strategy.fp8_all_gather =
+            spec::fp8_all_gather_allowed(s.strategy.precision, s.strategy.sharding);
         spec::validate(s);
         v.scenario = s;
       } else if (name == "tp" || name == "3d") {
@@ -189,4 +183,4 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
   return out;
 }
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

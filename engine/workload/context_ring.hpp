@@ -15,9 +15,10 @@
 // reduced, and ZeRO/FSDP shard, over dp × cp (mesh.hpp).
 #include <vector>
 
-#include "engine/plan/tensor_parallel.hpp"
+#include "engine/spec/scenario.hpp"
+#include "engine/workload/chain_piece.hpp"
 
-namespace stratagem::plan {
+namespace stratagem::workload {
 
 /// Bytes of one layer's K and V for a whole micro-batch sequence on one TP rank: the all-gather
 /// buffer S = 2 · s · b · kv_dim / tp · element bytes (each step moves S/cp).
@@ -27,4 +28,4 @@ double context_kv_bytes(const spec::Scenario& s);
 /// backward an all-gather of K/V and a reduce-scatter of dK/dV (all `context`, overlapped).
 std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, spec::DType dtype);
 
-}  // namespace stratagem::plan
+}  // namespace stratagem::workload

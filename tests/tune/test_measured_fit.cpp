@@ -10,22 +10,28 @@
 #include "engine/spec/error.hpp"
 #include "engine/spec/fitted_profile.hpp"
 #include "engine/spec/scenario.hpp"
-#include "sim/measured_fit.hpp"
+#include "tune/measured_fit.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 namespace {
 
 using spec::FitParam;
 
-double& at(spec::FitValues& v, FitParam p) { return v[static_cast<int>(p)]; }
+double& at(spec::FitValues& v, FitParam p) {
+  return v[static_cast<int>(p)];
+}
 
 // Shipped one-node A100 scenarios with different mixes of GEMM, attention, memory-bound work
 // and communication; "measured" = simulated with `truth` applied.
 std::vector<MeasuredRun> synthetic_runs(const spec::FitValues& truth) {
-  const char* names[] = {"fsdp-full-shard-llama2-7b-8xa100", "ddp-gpt2-xl-8xa100",
-                         "zero1-gpt2-xl-8xa100", "gpipe-gpt3-2.7b-8xa100",
-                         "zero2-llama2-7b-selective-8xa100", "fsdp-shard-grad-op-gpt2-xl-8xa100",
-                         "1f1b-dp2-pp4-gpt3-6.7b-8xa100", "ddp-bert-large-fp32-8xa100"};
+  const char* names[] = {"fsdp-full-shard-llama2-7b-8xa100",
+                         "ddp-gpt2-xl-8xa100",
+                         "zero1-gpt2-xl-8xa100",
+                         "gpipe-gpt3-2.7b-8xa100",
+                         "zero2-llama2-7b-selective-8xa100",
+                         "fsdp-shard-grad-op-gpt2-xl-8xa100",
+                         "1f1b-dp2-pp4-gpt3-6.7b-8xa100",
+                         "ddp-bert-large-fp32-8xa100"};
   std::vector<MeasuredRun> runs;
   for (const char* n : names) {
     MeasuredRun r;
@@ -142,4 +148,4 @@ TEST(MeasuredFit, NoRunsIsAnError) {
 }
 
 }  // namespace
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

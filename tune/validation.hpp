@@ -14,7 +14,7 @@
 #include "engine/spec/scenario.hpp"
 #include "sim/cost_models.hpp"
 
-namespace stratagem::sim {
+namespace stratagem::tune {
 
 struct MeasuredRun {
   std::string id;
@@ -52,11 +52,11 @@ std::string strategy_family(const spec::StrategySpec& st);
 
 /// Simulates one run as `s` (its scenario, or a variant with the same plan) describes it.
 RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
-                               const plan::StepPlan& plan, const CostOptions& options = {});
+                               const plan::StepPlan& plan, const sim::CostOptions& options = {});
 
 /// Simulates each run (the given cost options) and compares; `progress(done, total)` per run.
 std::vector<RunComparison> compare_with_measured(
-    const std::vector<MeasuredRun>& runs, const CostOptions& options = {},
+    const std::vector<MeasuredRun>& runs, const sim::CostOptions& options = {},
     const std::function<void(int, int)>& progress = {});
 
-}  // namespace stratagem::sim
+}  // namespace stratagem::tune

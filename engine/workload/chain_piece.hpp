@@ -1,0 +1,22 @@
+#pragma once
+// One piece of a tensor- or context-parallel chain (tp_chain.hpp).
+#include "engine/spec/scenario.hpp"
+#include "engine/workload/work.hpp"
+
+namespace stratagem::workload {
+
+/// One piece of a unit's chain: a share of its compute op (GEMM FLOPs, fused-attention FLOPs
+/// and memory-bound bytes), or a collective (bytes: the full buffer on each rank) on the TP
+/// group or, `context`, on the context-parallel ring; a context collective runs alongside the
+/// compute piece that follows it (ring attention overlaps the K/V exchange with the attention
+/// core), and the piece after that waits for both.
+struct TpPiece {
+  bool collective = false;
+  double flops_share = 0, bytes_share = 0, attention_share = 0;
+  CollectiveKind kind = CollectiveKind::all_reduce;
+  double bytes = 0;
+  spec::DType dtype = spec::DType::bf16;
+  bool context = false;
+};
+
+}  // namespace stratagem::workload

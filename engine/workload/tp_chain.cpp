@@ -1,0 +1,139 @@
+#include "engine/workload/tp_chain.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "engine/spec/error.hpp"
+#include "engine/workload/context_ring.hpp"
+
+namespace stratagem::workload {
+
+TpChains::TpChains(const spec::Scenario& s) {
+  const auto& st = s.strategy;
+  tp_ = st.tp > 1;
+  sp_ = st.sequence_parallel;
+  learned_positions_ = s.model.positions == spec::PositionKind::learned;
+  cp_ = st.cp;
+  split_ = spec::block_split(s.model, s.training.seq_len, st.tp, sp_,
+                             st.attention == spec::Attention::flash);
+  // A context-parallel rank's tokens: s/cp of each sequence.
+  const double tokens = static_cast<double>(s.training.seq_len) / cp_ * st.micro_batch_size;
+  dtype_ = spec::compute_dtype(st.precision);
+  const double elem = spec::compute_param_bytes(st.precision);
+  act_bytes_ = tokens * static_cast<double>(s.model.hidden) * elem;
+  logit_bytes_ = tokens * 4.0;  // one fp32 value per token
+  kv_bytes_ = context_kv_bytes(s);
+  // The chains depend on the kind of unit (embedding 0, the head, any block: here unit 1 and
+  // head false) and the direction only.
+  for (int kind = 0; kind < 3; ++kind) {
+    for (const bool forward : {false, true}) {
+      chains_[kind * 2 + (forward ? 1 : 0)] = make_chain(kind == 0 ? 0 : 1, kind == 1, forward);
+    }
+  }
+}
+
+std::vector<TpPiece> TpChains::attention_half(bool forward) const {
+  const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+  if (cp_ == 1) return {TpPiece{false, fa, ba, 1.0}};
+  // [norm, QKV] [core ‖ ring exchange] [projection]; the core's bytes are the fused kernel's
+  // (counted in its efficiency), the half's memory-bound bytes split around it.
+  const double fq = split_.qkv_flops_share;
+  const TpPiece pre{false, fq, ba / 2, 0.0}, core{false, 0.0, 0.0, 1.0},
+      post{false, fa - fq, ba / 2, 0.0};
+  std::vector<TpPiece> out = {forward ? pre : post};
+  for (const TpPiece& ring : context_exchange(forward, kv_bytes_, dtype_)) out.push_back(ring);
+  out.push_back(core);
+  out.push_back(forward ? post : pre);
+  return out;
+}
+
+const std::vector<TpPiece>& TpChains::chain(int u, bool head, bool forward) const {
+  return chains_[(u == 0 ? 0 : head ? 1 : 2) * 2 + (forward ? 1 : 0)];
+}
+
+std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const {
+  using K = CollectiveKind;
+  auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes, 1.0}; };
+  auto coll = [](K k, double bytes, spec::DType dtype) {
+    TpPiece p;
+    p.collective = true;
+    p.kind = k;
+    p.bytes = bytes;
+    p.dtype = dtype;
+    return p;
+  };
+  auto act = [&](K k) { return coll(k, act_bytes_, dtype_); };
+  const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+  if (!tp_) {  // context parallelism alone: only a block's attention half is split
+    if (u == 0 || head) return {compute(1, 1)};
+    std::vector<TpPiece> out = attention_half(forward);
+    const TpPiece mlp{false, 1 - fa, 1 - ba, 0.0};
+    if (forward) {
+      out.back().flops_share += mlp.flops_share;  // projection and MLP run back to back
+      out.back().bytes_share += mlp.bytes_share;
+    } else {
+      out.front().flops_share += mlp.flops_share;
+      out.front().bytes_share += mlp.bytes_share;
+    }
+    return out;
+  }
+  if (u == 0) {  // vocab-parallel embedding
+    // Megatron-core's LanguageModelEmbedding reduce-scatters the lookup under SP only
+    // without learned positions; with them it all-reduces, adds the position table and keeps
+    // the rank's part of the sequence (a split, no communication). Backward: an all-gather.
+    if (forward) {
+      return {compute(1, 1), act(sp_ && !learned_positions_ ? K::reduce_scatter : K::all_reduce)};
+    }
+    if (sp_) return {act(K::all_gather), compute(1, 1)};
+    return {compute(1, 1)};
+  }
+  if (head) {  // final norm, vocab-parallel LM head and cross-entropy
+    if (forward) {
+      std::vector<TpPiece> out;
+      if (sp_) out.push_back(act(K::all_gather));
+      out.push_back(compute(1, 1));
+      for (int k = 0; k < 3; ++k)
+        out.push_back(coll(K::all_reduce, logit_bytes_, spec::DType::fp32));
+      return out;
+    }
+    return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};
+  }
+  const TpPiece mlp{false, 1 - fa, 1 - ba, 0.0};
+  std::vector<TpPiece> out;
+  auto append = [&](const std::vector<TpPiece>& pieces) {
+    out.insert(out.end(), pieces.begin(), pieces.end());
+  };
+  if (forward) {
+    if (sp_) out.push_back(act(K::all_gather));
+    append(attention_half(true));
+    out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+    if (sp_) out.push_back(act(K::all_gather));
+    out.push_back(mlp);
+    out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+    return out;
+  }
+  if (sp_) out.push_back(act(K::all_gather));
+  out.push_back(mlp);
+  out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+  if (sp_) out.push_back(act(K::all_gather));
+  append(attention_half(false));
+  out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+  return out;
+}
+
+Compute tp_piece_work(const Compute& unit, const TpPiece& p, int segments) {
+  Compute c = unit;
+  c.flops = unit.flops * p.flops_share;
+  c.flops_16bit = unit.flops_16bit * p.flops_share;
+  c.attention_flops = unit.attention_flops * p.attention_share;
+  c.bytes = unit.bytes * p.bytes_share;
+  c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
+  return c;
+}
+
+int compute_segments(const std::vector<TpPiece>& chain) {
+  return static_cast<int>(
+      std::count_if(chain.begin(), chain.end(), [](const TpPiece& p) { return !p.collective; }));
+}
+
+}  // namespace stratagem::workload

@@ -1,0 +1,69 @@
+#pragma once
+// Tensor- and context-parallel chains (tp > 1 or cp > 1): Megatron-LM's tensor
+// parallelism (Shoeybi et al. 2019) and sequence parallelism (Korthikanti et al. 2022) inside
+// each unit. The units' FLOPs, parameters and activation bytes are already one TP rank's
+// (make_units); a chain splits each compute step where Megatron communicates, and the plan's
+// pass (engine/plan/tensor_parallel.hpp) puts the collectives, on the `tp` stream, on the
+// critical path (each op of the chain waits for the previous one; none is overlapped with
+// compute):
+//   block forward    [attention: norm, QKV (column-parallel), core, projection (row-parallel)]
+//                    all-reduce, [MLP: norm, MLP-in (column), activation, MLP-out (row)]
+//                    all-reduce
+//   block backward   [MLP backward] all-reduce (input gradient of MLP-in), [attention
+//                    backward] all-reduce (input gradient of QKV)
+//   embedding        forward: all-reduce of the vocab-parallel lookup; backward: nothing
+//   head             forward: [norm, vocab-parallel LM head] and three fp32 all-reduces of
+//                    s·b values for the vocab-parallel cross-entropy (max logit, target logit,
+//                    sum of exponentials); backward: all-reduce of its input gradient
+// Each all-reduce carries the s·b·h activation in the compute dtype. With sequence
+// parallelism each becomes an all-gather before the column-parallel part and a reduce-scatter
+// after the row-parallel part (forward: all-gather, [attention], reduce-scatter, all-gather,
+// [MLP], reduce-scatter; backward the reverse pairs), the embedding's all-reduce a
+// reduce-scatter without learned positions (with them it stays an all-reduce followed by a
+// split, as Megatron-core does; backward: an all-gather either way) and the head gathers its
+// input (backward: reduce-scatter); norms, dropout and residuals then run on s/tp tokens.
+// The gradients of the norms and row-parallel biases, computed from a part of the sequence
+// on each rank, are all-reduced over the TP group after the data-parallel gradient sync and
+// before the optimizer step (Megatron's finalize_model_grads).
+// Full recomputation reruns the forward chain; selective recomputation (the attention core
+// only) needs no communication.
+// Megatron also overlaps the backward collectives with the weight-gradient GEMMs
+// (async all-reduce, overlapped all-gather of saved inputs under SP); this plan does not
+// (conservative, stated in the docs).
+#include <array>
+#include <vector>
+
+#include "engine/spec/tensor_shapes.hpp"
+#include "engine/workload/chain_piece.hpp"
+
+namespace stratagem::workload {
+
+/// The chains above for one scenario: unit 0 is the embedding, `head` the output unit, any
+/// other a block; `forward` also for a full recompute. With context parallelism (cp > 1) a
+/// block's attention half is [norm, QKV] [core ‖ K/V exchange] [projection] (backward: the
+/// core's backward alongside the K/V all-gather and the dK/dV reduce-scatter;
+/// context_ring.hpp).
+class TpChains {
+ public:
+  explicit TpChains(const spec::Scenario& scenario);
+  const std::vector<TpPiece>& chain(int unit, bool head, bool forward) const;
+
+ private:
+  std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
+  std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
+  std::vector<TpPiece> attention_half(bool forward) const;
+  bool tp_ = false, sp_ = false, learned_positions_ = false;
+  int cp_ = 1;
+  spec::BlockSplit split_;
+  double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
+  spec::DType dtype_ = spec::DType::bf16;
+};
+
+/// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or
+/// backward on one micro-batch, units_work) scaled by the piece's shares, its launches spread
+/// evenly over the chain's `segments` compute pieces (at least one each).
+Compute tp_piece_work(const Compute& unit, const TpPiece& piece, int segments);
+/// The compute pieces of a chain.
+int compute_segments(const std::vector<TpPiece>& chain);
+
+}  // namespace stratagem::workload
