@@ -12,7 +12,7 @@
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "apps/two_form_command.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tune/measured_fit.hpp"
 
 namespace stratagem::cli {
@@ -31,10 +31,10 @@ std::string utc_now() {
   return buf;
 }
 
-std::string value_text(spec::FitParam p, const spec::FittedValue& v) {
+std::string value_text(scenario::FitParam p, const scenario::FittedValue& v) {
   char buf[64];
-  if (!v.determined) return spec::is_scale(p) ? "1 (not determined)" : "0 (not determined)";
-  if (spec::is_scale(p)) {
+  if (!v.determined) return scenario::is_scale(p) ? "1 (not determined)" : "0 (not determined)";
+  if (scenario::is_scale(p)) {
     std::snprintf(buf, sizeof buf, "%.3f ± %.1f%%", v.value, 100.0 * v.stderr_);
   } else {
     std::snprintf(buf, sizeof buf, "%.3f ± %.3f", v.value, v.stderr_);
@@ -59,23 +59,23 @@ int run_fit(const std::string& file, const std::string& out, const std::string& 
                  std::string(width - filled, '.').c_str(), done);
     if (done >= expected) std::fprintf(stderr, "\n");
   };
-  spec::FittedProfile profile = tune::fit_measured_runs(runs, options);
+  scenario::FittedProfile profile = tune::fit_measured_runs(runs, options);
   profile.name = name.empty() ? "fitted to " + file : name;
   profile.measured = file;
   profile.date = utc_now();
-  spec::save_fitted_profile(profile, out);
+  scenario::save_fitted_profile(profile, out);
   if (json) {
-    std::cout << spec::to_json(profile).dump(2) << "\n";
+    std::cout << scenario::to_json(profile).dump(2) << "\n";
     return 0;
   }
   std::printf("fitted to %zu runs of %s; wrote %s\n\n", runs.size(), file.c_str(), out.c_str());
   std::vector<std::vector<std::string>> table = {{"gpu", "runs", "parameter", "value ± 1σ"}};
   for (const auto& g : profile.gpus) {
     bool first = true;
-    for (int p = 0; p < spec::kFitParamCount; ++p) {
-      const auto fp = static_cast<spec::FitParam>(p);
+    for (int p = 0; p < scenario::kFitParamCount; ++p) {
+      const auto fp = static_cast<scenario::FitParam>(p);
       table.push_back({first ? g.gpu : "", first ? std::to_string(g.runs) : "",
-                       spec::to_string(fp), value_text(fp, g.parameters[p])});
+                       scenario::to_string(fp), value_text(fp, g.parameters[p])});
       first = false;
     }
   }

@@ -8,9 +8,9 @@
 #include "apps/compare_table.hpp"
 #include "apps/forward_runtime.hpp"
 #include "apps/host_profile.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fitted_profile.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fitted_profile.hpp"
+#include "engine/scenario/profile.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulate.hpp"
 #include "tune/search.hpp"
@@ -52,9 +52,9 @@ int run_real(const Options& o) {
 
 int run(const Options& o) {
   if (o.real) return run_real(o);
-  auto base = spec::load_scenario(o.scenario);
+  auto base = scenario::load_scenario(o.scenario);
   if (!o.profile.empty()) {
-    spec::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));
+    scenario::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));
   }
   const auto names = o.strategies.empty() ? tune::default_variants() : o.strategies;
   const auto variants = tune::make_variants(base, names);

@@ -1,13 +1,13 @@
 // `stratagem import --accelerate config.yaml | --deepspeed ds_config.json --model NAME [...]`:
-// turns an existing accelerate or DeepSpeed config into a scenario (engine/spec/import.hpp).
+// turns an existing accelerate or DeepSpeed config into a scenario (engine/scenario/import.hpp).
 #include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "apps/command.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/import.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/import.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -16,7 +16,7 @@ struct Options {
   std::string accelerate;
   std::string deepspeed;
   std::string output;
-  spec::ImportOptions import;
+  scenario::ImportOptions import;
 };
 
 int run(const Options& o) {
@@ -25,8 +25,8 @@ int run(const Options& o) {
   }
   std::string warning;
   const nlohmann::json scenario = o.accelerate.empty()
-                                      ? spec::import_deepspeed(o.deepspeed, o.import)
-                                      : spec::import_accelerate(o.accelerate, o.import, &warning);
+                                      ? scenario::import_deepspeed(o.deepspeed, o.import)
+                                      : scenario::import_accelerate(o.accelerate, o.import, &warning);
   if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
   // The scenario format's own order, which reads top-down (nlohmann::json sorts keys).
   nlohmann::ordered_json ordered;

@@ -1,21 +1,21 @@
 // `stratagem info <scenario> [--json]`: what the scenario's model is and costs — its shape,
 // parameters (total, per block, embedding, head), training FLOPs per token and activation
-// bytes per layer per micro-batch, each with the formula it comes from (engine/spec/model.hpp).
+// bytes per layer per micro-batch, each with the formula it comes from (engine/scenario/model.hpp).
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "apps/command.hpp"
-#include "engine/spec/scenario.hpp"
-#include "engine/spec/tensor_shapes.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/scenario.hpp"
+#include "engine/scenario/tensor_shapes.hpp"
+#include "engine/scenario/units.hpp"
 #include "engine/workload/context_ring.hpp"
 
 namespace stratagem::cli {
 namespace {
 
-using spec::ModelSpec;
+using scenario::ModelSpec;
 
 // 1,557,611,200: exact counts stay readable.
 std::string grouped(double x) {
@@ -48,7 +48,7 @@ std::string bytes_text(double bytes) {
 
 struct Figures {
   double total = 0, block = 0, embedding = 0, head = 0, matmul = 0;
-  spec::BlockParamsBreakdown parts;
+  scenario::BlockParamsBreakdown parts;
   double flops = 0, flops_blocks = 0, flops_attention = 0, flops_recompute = 0;
   double element_bytes = 2, act_layer = 0, act_head = 0;
   // One tensor-parallel rank's share (tp > 1): Megatron's layout, padded vocabulary.
@@ -56,53 +56,53 @@ struct Figures {
   std::int64_t padded_vocab = 0;
 };
 
-Figures compute(const spec::Scenario& s) {
+Figures compute(const scenario::Scenario& s) {
   const ModelSpec& m = s.model;
   const auto seq = s.training.seq_len;
   const auto mbs = s.strategy.micro_batch_size;
   Figures f;
-  f.total = spec::total_params(m);
-  f.block = spec::block_params(m);
-  f.parts = spec::block_params_breakdown(m);
-  f.embedding = spec::embedding_params(m);
-  f.head = spec::head_params(m);
-  f.matmul = spec::matmul_params(m);
-  f.flops = spec::training_flops_per_token(m, seq);
+  f.total = scenario::total_params(m);
+  f.block = scenario::block_params(m);
+  f.parts = scenario::block_params_breakdown(m);
+  f.embedding = scenario::embedding_params(m);
+  f.head = scenario::head_params(m);
+  f.matmul = scenario::matmul_params(m);
+  f.flops = scenario::training_flops_per_token(m, seq);
   f.flops_attention = 12.0 * m.layers * static_cast<double>(m.hidden) * seq;
   // Recomputation repeats forward work in backward: a whole block's forward (full), or only
   // the attention core Q·Kᵀ and scores·V, 4·h·s per layer per token (selective).
-  if (s.strategy.recompute == spec::Recompute::full) {
-    f.flops_recompute = m.layers * spec::block_forward_flops_per_token(m, seq);
-  } else if (spec::effective_recompute(s.strategy) == spec::Recompute::selective) {
+  if (s.strategy.recompute == scenario::Recompute::full) {
+    f.flops_recompute = m.layers * scenario::block_forward_flops_per_token(m, seq);
+  } else if (scenario::effective_recompute(s.strategy) == scenario::Recompute::selective) {
     f.flops_recompute = 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
   }
-  f.element_bytes = spec::compute_param_bytes(s.strategy.precision);
-  const spec::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel, s.strategy.cp,
-                                      s.strategy.attention == spec::Attention::flash,
-                                      s.strategy.precision == spec::Precision::fp8};
-  f.act_layer = spec::activation_bytes_per_layer(m, seq, mbs, spec::effective_recompute(s.strategy),
+  f.element_bytes = scenario::compute_param_bytes(s.strategy.precision);
+  const scenario::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel, s.strategy.cp,
+                                      s.strategy.attention == scenario::Attention::flash,
+                                      s.strategy.precision == scenario::Precision::fp8};
+  f.act_layer = scenario::activation_bytes_per_layer(m, seq, mbs, scenario::effective_recompute(s.strategy),
                                                  f.element_bytes, layout);
-  f.act_head = spec::head_activation_bytes(m, seq, mbs, f.element_bytes, layout);
+  f.act_head = scenario::head_activation_bytes(m, seq, mbs, f.element_bytes, layout);
   const int tp = s.strategy.tp;
-  f.padded_vocab = spec::padded_vocab(m, tp);
+  f.padded_vocab = scenario::padded_vocab(m, tp);
   if (!m.measured) {
-    f.block_tp = spec::block_params_tp(m, tp);
-    f.embedding_tp = spec::embedding_params_tp(m, tp);
-    f.head_tp = spec::head_params_tp(m, tp);
+    f.block_tp = scenario::block_params_tp(m, tp);
+    f.embedding_tp = scenario::embedding_params_tp(m, tp);
+    f.head_tp = scenario::head_params_tp(m, tp);
   }
   return f;
 }
 
-// The formula activation_bytes_per_layer evaluates (engine/spec/model.hpp), written for this
+// The formula activation_bytes_per_layer evaluates (engine/scenario/model.hpp), written for this
 // strategy: s' = s/cp under context parallelism, /t on what tensor (and sequence)
 // parallelism splits, fp8 linear inputs, and the attention kernel's own term.
-std::string activation_formula(const spec::StrategySpec& st) {
-  const spec::Recompute r = spec::effective_recompute(st);
+std::string activation_formula(const scenario::StrategySpec& st) {
+  const scenario::Recompute r = scenario::effective_recompute(st);
   const bool tp = st.tp > 1, sp = st.sequence_parallel;
-  const bool fp8 = st.precision == spec::Precision::fp8;
+  const bool fp8 = st.precision == scenario::Precision::fp8;
   const std::string sl = st.cp > 1 ? "(s/cp)" : "s";
   const std::string sbh = sl + "·b·h";
-  if (r == spec::Recompute::full) {
+  if (r == scenario::Recompute::full) {
     return "2·" + sbh + (sp ? "/t" : "") + " (full recomputation: the layer input only)";
   }
   std::string f;
@@ -117,9 +117,9 @@ std::string activation_formula(const spec::StrategySpec& st) {
   std::string why = tp ? (sp ? "tensor + sequence parallel" : "tensor parallel") : "";
   auto add_why = [&](const std::string& w) { why += (why.empty() ? "" : ", ") + w; };
   if (fp8) add_why("linear inputs in fp8");
-  if (r == spec::Recompute::selective) {
+  if (r == scenario::Recompute::selective) {
     add_why("selective recomputation");
-  } else if (st.attention == spec::Attention::flash) {
+  } else if (st.attention == scenario::Attention::flash) {
     f += " + 4·a·" + sl + "·b" + t;
     add_why("flash attention: + the fp32 log-sum-exp per head and row");
   } else {
@@ -129,10 +129,10 @@ std::string activation_formula(const spec::StrategySpec& st) {
   return f + (why.empty() ? "" : " (" + why + ")");
 }
 
-nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
+nlohmann::json to_json(const scenario::Scenario& s, const Figures& f) {
   const auto& m = s.model;
   return {{"name", s.name},
-          {"model", spec::to_json(m)},
+          {"model", scenario::to_json(m)},
           {"params", f.total},
           {"params_breakdown",
            {{"embedding", f.embedding},
@@ -145,13 +145,13 @@ nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
             {"matmul", f.matmul}}},
           {"seq_len", s.training.seq_len},
           {"micro_batch_size", s.strategy.micro_batch_size},
-          {"attention", spec::to_string(s.strategy.attention)},
+          {"attention", scenario::to_string(s.strategy.attention)},
           {"cp", s.strategy.cp},
           {"flops_per_token", f.flops},
           {"flops_formula", "6·N_matmul + 12·l·h·s"},
           {"recompute_flops_per_token", f.flops_recompute},
           {"flops_per_step", (f.flops + f.flops_recompute) * s.tokens_per_step()},
-          {"recompute", spec::to_string(s.strategy.recompute)},
+          {"recompute", scenario::to_string(s.strategy.recompute)},
           {"activation_element_bytes", f.element_bytes},
           {"activation_bytes_per_layer", f.act_layer},
           {"activation_formula",
@@ -165,7 +165,7 @@ nlohmann::json to_json(const spec::Scenario& s, const Figures& f) {
 }
 
 // A measured model (export_scenario): its units as measured, per sample and per micro-batch.
-void print_measured(const spec::Scenario& s, const Figures& f) {
+void print_measured(const scenario::Scenario& s, const Figures& f) {
   const auto& mm = *s.model.measured;
   const double b = s.strategy.micro_batch_size;
   const double scale = f.element_bytes / mm.element_bytes;
@@ -174,7 +174,7 @@ void print_measured(const spec::Scenario& s, const Figures& f) {
   if (!mm.source.empty()) std::printf("  %s\n", mm.source.c_str());
   std::printf("\n  %-24s %12s %16s %20s\n", "unit", "params", "fwd FLOP/sample",
               "activations/micro-batch");
-  auto row = [&](const spec::MeasuredUnit& u) {
+  auto row = [&](const scenario::MeasuredUnit& u) {
     std::printf("  %-24s %12s %16s %20s\n", u.name.c_str(), grouped(u.params).c_str(),
                 grouped(u.forward_flops).c_str(),
                 bytes_text(u.activation_bytes * b * scale).c_str());
@@ -189,7 +189,7 @@ void print_measured(const spec::Scenario& s, const Figures& f) {
       bytes_text(mm.boundary_bytes).c_str(), mm.element_bytes, f.element_bytes);
 }
 
-void print_report(const spec::Scenario& s, const Figures& f) {
+void print_report(const scenario::Scenario& s, const Figures& f) {
   const auto& m = s.model;
   const auto& st = s.strategy;
   const double l = static_cast<double>(m.layers);
@@ -202,7 +202,7 @@ void print_report(const spec::Scenario& s, const Figures& f) {
   std::printf("  cluster %s: %d node(s) x %d %s; dp %d%s x pp %d, sharding %s, precision %s\n",
               s.cluster.name.c_str(), s.cluster.nodes, s.cluster.gpus_per_node,
               s.cluster.gpu.name.c_str(), st.dp, tp_text.c_str(), st.pp,
-              spec::to_string(st.sharding), spec::to_string(st.precision));
+              scenario::to_string(st.sharding), scenario::to_string(st.precision));
   std::printf(
       "  batch: micro-batch %d x %d accumulation x dp %d = global %lld sequences of %lld "
       "tokens\n\n",
@@ -214,14 +214,14 @@ void print_report(const spec::Scenario& s, const Figures& f) {
     return;
   }
   std::printf("Model %s (%s)\n", m.name.c_str(),
-              m.kind == spec::ModelKind::encoder ? "encoder" : "decoder");
+              m.kind == scenario::ModelKind::encoder ? "encoder" : "decoder");
   std::printf(
       "  l = %lld layers, h = %lld hidden, a = %lld heads (head dim %lld, %lld KV heads), "
       "f = %lld ffn (%s), V = %lld vocab\n",
       static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
       static_cast<long long>(m.heads), static_cast<long long>(m.hidden / m.heads),
       static_cast<long long>(m.kv_heads), static_cast<long long>(m.ffn_hidden),
-      m.mlp == spec::MlpKind::swiglu ? "SwiGLU" : "GELU", static_cast<long long>(m.vocab));
+      m.mlp == scenario::MlpKind::swiglu ? "SwiGLU" : "GELU", static_cast<long long>(m.vocab));
   if (m.params_given > 0) {
     std::printf(
         "  quick form: %s parameters given; hidden and heads estimated (h = sqrt(P/12l))\n\n",
@@ -229,9 +229,9 @@ void print_report(const spec::Scenario& s, const Figures& f) {
   } else {
     std::printf(
         "  %s, %s positions%s, %s, %s embeddings%s\n\n",
-        m.norm == spec::NormKind::rmsnorm ? "RMSNorm" : "LayerNorm",
-        m.positions == spec::PositionKind::rotary ? "rotary" : "learned",
-        m.positions == spec::PositionKind::learned
+        m.norm == scenario::NormKind::rmsnorm ? "RMSNorm" : "LayerNorm",
+        m.positions == scenario::PositionKind::rotary ? "rotary" : "learned",
+        m.positions == scenario::PositionKind::learned
             ? (" (" + std::to_string(m.max_positions) + ")").c_str()
             : "",
         m.bias ? "biases" : "no biases", m.tied_embeddings ? "tied" : "untied",
@@ -249,13 +249,13 @@ void print_report(const spec::Scenario& s, const Figures& f) {
     std::printf("    attention %16s  q, o: 2h²; k, v: 2·h·h_kv%s\n",
                 grouped(f.parts.attention).c_str(), m.bias ? "; biases" : "");
     std::printf("    mlp       %16s  %s%s\n", grouped(f.parts.mlp).c_str(),
-                m.mlp == spec::MlpKind::swiglu ? "3·h·f" : "2·h·f", m.bias ? " + biases" : "");
+                m.mlp == scenario::MlpKind::swiglu ? "3·h·f" : "2·h·f", m.bias ? " + biases" : "");
     std::printf("    norms     %16s  2 per block\n", grouped(f.parts.norms).c_str());
     std::printf("  embedding   %16s  V·h%s%s%s\n", grouped(f.embedding).c_str(),
-                m.positions == spec::PositionKind::learned ? " + positions·h" : "",
+                m.positions == scenario::PositionKind::learned ? " + positions·h" : "",
                 m.type_vocab > 0 ? " + types·h" : "",
-                m.kind == spec::ModelKind::encoder ? " + norm" : "");
-    std::string head_parts = m.kind == spec::ModelKind::decoder ? "final norm" : "";
+                m.kind == scenario::ModelKind::encoder ? " + norm" : "");
+    std::string head_parts = m.kind == scenario::ModelKind::decoder ? "final norm" : "";
     if (!m.tied_embeddings) {
       head_parts += std::string(head_parts.empty() ? "" : " + ") + "LM head V·h";
     }
@@ -277,18 +277,18 @@ void print_report(const spec::Scenario& s, const Figures& f) {
       grouped(f.matmul).c_str());
   if (f.flops_recompute > 0) {
     std::printf("  %s recomputation adds %s per token (%s): %s with recomputation\n",
-                spec::to_string(st.recompute), sci(f.flops_recompute).c_str(),
-                st.recompute == spec::Recompute::full ? "one forward of the blocks"
+                scenario::to_string(st.recompute), sci(f.flops_recompute).c_str(),
+                st.recompute == scenario::Recompute::full ? "one forward of the blocks"
                                                       : "4·l·h·s, the attention core",
                 sci(f.flops + f.flops_recompute).c_str());
   }
-  if (st.attention == spec::Attention::flash && !m.measured) {
+  if (st.attention == scenario::Attention::flash && !m.measured) {
     std::printf(
         "  flash attention runs the core (12·l·h·s) as one fused kernel at the GPU's attention "
         "efficiency%s, its backward 2.5x its forward; MFU counts the full 12·l·h·s\n",
-        m.kind == spec::ModelKind::decoder ? ", skipping the causal mask's upper half" : "");
+        m.kind == scenario::ModelKind::decoder ? ", skipping the causal mask's upper half" : "");
   }
-  if (st.precision == spec::Precision::fp8) {
+  if (st.precision == scenario::Precision::fp8) {
     std::printf(
         "  fp8: the blocks' linear layers at the fp8 peak, attention and LM head in bf16; MFU "
         "divides by the bf16 peak\n");
@@ -301,14 +301,14 @@ void print_report(const spec::Scenario& s, const Figures& f) {
       "elements, recompute %s, %s attention)\n",
       static_cast<long long>(s.training.seq_len), st.micro_batch_size,
       static_cast<long long>(m.hidden), static_cast<long long>(m.heads), f.element_bytes,
-      spec::to_string(st.recompute), spec::to_string(st.attention));
+      scenario::to_string(st.recompute), scenario::to_string(st.attention));
   std::string per_rank;
   if (st.tp > 1) per_rank += ", t = " + std::to_string(st.tp);
   if (st.cp > 1) per_rank += ", cp = " + std::to_string(st.cp);
   if (!per_rank.empty()) per_rank += ", per rank";
   std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
               activation_formula(st).c_str(), f.element_bytes, per_rank.c_str());
-  if (st.recompute == spec::Recompute::selective && st.attention == spec::Attention::flash) {
+  if (st.recompute == scenario::Recompute::selective && st.attention == scenario::Attention::flash) {
     std::printf(
         "  selective recomputation recomputes the attention core, which flash attention keeps "
         "no s×s tensors of: it saves nothing and is not planned\n");
@@ -363,7 +363,7 @@ Registration reg{{"info",
                     sub.add_option("scenario", *file, "Scenario file or shipped name")->required();
                     sub.add_flag("--json", *json, "Print JSON");
                     return std::function<int()>([file, json] {
-                      const auto s = spec::load_scenario(*file);
+                      const auto s = scenario::load_scenario(*file);
                       const Figures f = compute(s);
                       if (*json) {
                         std::cout << to_json(s, f).dump(2) << "\n";

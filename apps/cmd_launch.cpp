@@ -11,9 +11,9 @@
 #include "apps/command.hpp"
 #include "engine/launch/child_process.hpp"
 #include "engine/launch/launcher.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/import.hpp"
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/import.hpp"
+#include "engine/scenario/strategy.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -54,9 +54,9 @@ int run(LaunchArgs& a) {
                     "name the program to start after `--`, e.g. "
                     "`stratagem launch --num_processes 2 -- ./train`");
   }
-  spec::AccelerateLaunchConfig cfg;
+  scenario::AccelerateLaunchConfig cfg;
   if (!a.config_file.empty()) {
-    cfg = spec::read_accelerate_launch_config(a.config_file);
+    cfg = scenario::read_accelerate_launch_config(a.config_file);
     if (!cfg.warning.empty()) std::cerr << "warning: " << cfg.warning << std::endl;
   }
 
@@ -86,7 +86,7 @@ int run(LaunchArgs& a) {
   if (a.use_fsdp) sharding = "FULL_SHARD";
   if (!a.fsdp_sharding_strategy.empty()) {
     sharding =
-        spec::to_string(spec::parse_sharding(a.fsdp_sharding_strategy, "--fsdp_sharding_strategy"));
+        scenario::to_string(scenario::parse_sharding(a.fsdp_sharding_strategy, "--fsdp_sharding_strategy"));
   }
   if (a.zero_stage) {
     if (*a.zero_stage < 0 || *a.zero_stage > 2) {
@@ -98,10 +98,10 @@ int run(LaunchArgs& a) {
     sharding = names[*a.zero_stage];
   }
   if (!a.sharding.empty())
-    sharding = spec::to_string(spec::parse_sharding(a.sharding, "--sharding"));
+    sharding = scenario::to_string(scenario::parse_sharding(a.sharding, "--sharding"));
   // Refused here, before any worker starts, rather than by every worker.
   if (!sharding.empty() &&
-      spec::parse_sharding(sharding, "sharding") == spec::Sharding::fsdp_hybrid_shard) {
+      scenario::parse_sharding(sharding, "sharding") == scenario::Sharding::fsdp_hybrid_shard) {
     throw SpecError(!a.fsdp_sharding_strategy.empty() ? "--fsdp_sharding_strategy"
                     : !a.sharding.empty()             ? "--sharding"
                                                       : a.config_file + ": fsdp_sharding_strategy",

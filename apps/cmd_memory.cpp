@@ -10,10 +10,10 @@
 
 #include "apps/command.hpp"
 #include "engine/memory/memory.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/parallel_dims.hpp"
-#include "engine/spec/presets.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/parallel_dims.hpp"
+#include "engine/scenario/presets.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -81,51 +81,51 @@ double parse_count(const std::string& text, const std::string& path) {
 }
 
 // A stage's ranks are contiguous in the mesh's order: from its first to the next stage's first.
-std::string ranks_text(int stage, const spec::StrategySpec& st) {
-  const spec::MeshShape mesh = spec::mesh_shape(st);
+std::string ranks_text(int stage, const scenario::StrategySpec& st) {
+  const scenario::MeshShape mesh = scenario::mesh_shape(st);
   const int first = mesh.rank_of(stage, 0), last = mesh.rank_of(stage + 1, 0) - 1;
   return first == last ? "rank " + std::to_string(first)
                        : "ranks " + std::to_string(first) + "-" + std::to_string(last);
 }
 
-std::string precision_text(const spec::StrategySpec& st) {
-  std::string out = spec::to_string(st.precision);
-  if (st.precision == spec::Precision::no) return "fp32 (mixed_precision no)";
-  out += spec::has_master_weights(st) ? " with fp32 master weights" : " without master weights";
+std::string precision_text(const scenario::StrategySpec& st) {
+  std::string out = scenario::to_string(st.precision);
+  if (st.precision == scenario::Precision::no) return "fp32 (mixed_precision no)";
+  out += scenario::has_master_weights(st) ? " with fp32 master weights" : " without master weights";
   return out;
 }
 
 // Why a class holds what it does, for the table's notes column.
-std::string note(TensorClass c, const spec::Scenario& s, const memory::RankMemory& r) {
+std::string note(TensorClass c, const scenario::Scenario& s, const memory::RankMemory& r) {
   const auto& st = s.strategy;
   const std::string shard = " /" + std::to_string(r.shards);
-  const bool offload = st.offload_optimizer == spec::Offload::cpu;
+  const bool offload = st.offload_optimizer == scenario::Offload::cpu;
   switch (c) {
     case TensorClass::params:
-      return spec::shards_parameters(st.sharding) ? "sharded" + shard : "full copy";
+      return scenario::shards_parameters(st.sharding) ? "sharded" + shard : "full copy";
     case TensorClass::grads:
-      return spec::shards_gradients(st.sharding) ? "sharded" + shard : "full copy";
+      return scenario::shards_gradients(st.sharding) ? "sharded" + shard : "full copy";
     case TensorClass::optimizer:
     case TensorClass::master_weights:
-      if (c == TensorClass::master_weights && !spec::has_master_weights(st)) return "none";
+      if (c == TensorClass::master_weights && !scenario::has_master_weights(st)) return "none";
       if (offload) return "offloaded to host";
-      return spec::shards_optimizer(st.sharding) ? "sharded" + shard : "full copy";
+      return scenario::shards_optimizer(st.sharding) ? "sharded" + shard : "full copy";
     case TensorClass::activations: {
       const std::string unit = st.chunks > 1 ? " chunk-micro-batches" : " micro-batches";
       return "up to " + std::to_string(r.max_in_flight) + " of " +
              std::to_string(s.micro_batches() * st.chunks) + unit + " in flight";
     }
     case TensorClass::gathered_params:
-      return spec::shards_parameters(st.sharding)
+      return scenario::shards_parameters(st.sharding)
                  ? "units gathered at the peak (prefetch " + std::to_string(st.prefetch) + ")"
                  : "";
     case TensorClass::comm_buckets:
-      return spec::shards_gradients(st.sharding) ? "unsharded grads awaiting reduce-scatter" : "";
+      return scenario::shards_gradients(st.sharding) ? "unsharded grads awaiting reduce-scatter" : "";
     case TensorClass::loss_scale:
-      return st.precision == spec::Precision::fp16 ? "fp16 scale + found-inf flag, 8 bytes" : "";
+      return st.precision == scenario::Precision::fp16 ? "fp16 scale + found-inf flag, 8 bytes" : "";
     case TensorClass::fp8_weights:
-      if (st.precision != spec::Precision::fp8) return "";
-      return spec::shards_parameters(st.sharding)
+      if (st.precision != scenario::Precision::fp8) return "";
+      return scenario::shards_parameters(st.sharding)
                  ? "amax history + scales (fp8 weights are cast per gathered unit)"
                  : "fp8 weight + transpose per linear layer, amax history + scales";
     case TensorClass::count:
@@ -146,7 +146,7 @@ void row(const std::string& name, const std::string& value, const std::string& t
               text.c_str());
 }
 
-void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
+void print_report(const scenario::Scenario& s, const memory::MemoryReport& report) {
   const auto& st = s.strategy;
   std::printf("%s\n", s.name.c_str());
   const std::string tp_text =
@@ -154,19 +154,19 @@ void print_report(const spec::Scenario& s, const memory::MemoryReport& report) {
                  : std::string()) +
       (st.cp > 1 ? " x cp " + std::to_string(st.cp) : std::string());
   std::printf("  model %s, %s params; %d node%s x %d %s; dp %d%s x pp %d, %s", s.model.name.c_str(),
-              count_text(spec::total_params(s.model)).c_str(), s.cluster.nodes,
+              count_text(scenario::total_params(s.model)).c_str(), s.cluster.nodes,
               s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(),
-              st.dp, tp_text.c_str(), st.pp, spec::to_string(st.schedule));
+              st.dp, tp_text.c_str(), st.pp, scenario::to_string(st.schedule));
   if (st.chunks > 1) std::printf(" (%d chunks)", st.chunks);
   std::printf("; %d micro-batch%s of %d x %lld tokens\n", s.micro_batches(),
               s.micro_batches() == 1 ? "" : "es", st.micro_batch_size,
               static_cast<long long>(s.training.seq_len));
-  const bool moot = st.recompute == spec::Recompute::selective &&
-                    spec::effective_recompute(st) == spec::Recompute::none;
+  const bool moot = st.recompute == scenario::Recompute::selective &&
+                    scenario::effective_recompute(st) == scenario::Recompute::none;
   std::printf("  sharding %s; %s; %s; recompute %s%s; %s attention\n",
-              spec::to_string(st.sharding), precision_text(st).c_str(),
-              spec::to_string(st.optimizer), spec::to_string(st.recompute),
-              moot ? " (saves nothing with flash attention)" : "", spec::to_string(st.attention));
+              scenario::to_string(st.sharding), precision_text(st).c_str(),
+              scenario::to_string(st.optimizer), scenario::to_string(st.recompute),
+              moot ? " (saves nothing with flash attention)" : "", scenario::to_string(st.attention));
   std::printf("Peak memory per rank, GiB (1 GiB = 2^30 bytes):\n");
   for (const memory::RankMemory& r : report.stages) {
     std::printf("\nstage %d (%s): %s params on the stage%s\n", r.stage,
@@ -218,34 +218,34 @@ int parse_int(const std::string& text, const std::string& path) {
   return value;
 }
 
-spec::StrategySpec quick_strategy(Options& o) {
+scenario::StrategySpec quick_strategy(Options& o) {
   o.gpus = parse_int(o.gpus_text, "--gpus");
   o.zero = parse_int(o.zero_text, "--zero");
-  spec::StrategySpec st;
+  scenario::StrategySpec st;
   st.sharding = memory::sharding_of_zero_stage(o.zero);
   if (o.mixed_precision == "no")
-    st.precision = spec::Precision::no;
+    st.precision = scenario::Precision::no;
   else if (o.mixed_precision == "fp16")
-    st.precision = spec::Precision::fp16;
+    st.precision = scenario::Precision::fp16;
   else if (o.mixed_precision == "bf16")
-    st.precision = spec::Precision::bf16;
+    st.precision = scenario::Precision::bf16;
   else {
     throw SpecError("--mixed_precision",
                     "unknown value '" + o.mixed_precision + "'; valid: no, fp16, bf16");
   }
   if (o.optimizer == "adam")
-    st.optimizer = spec::Optimizer::adam;
+    st.optimizer = scenario::Optimizer::adam;
   else if (o.optimizer == "adamw")
-    st.optimizer = spec::Optimizer::adamw;
+    st.optimizer = scenario::Optimizer::adamw;
   else if (o.optimizer == "sgd")
-    st.optimizer = spec::Optimizer::sgd;
+    st.optimizer = scenario::Optimizer::sgd;
   else
     throw SpecError("--optimizer", "unknown value '" + o.optimizer + "'; valid: adam, adamw, sgd");
   if (o.master_weights != "true" && o.master_weights != "false") {
     throw SpecError("--master_weights", "expected true or false, got '" + o.master_weights + "'");
   }
   st.master_weights = o.master_weights == "true";
-  if (!st.master_weights && st.precision != spec::Precision::bf16) {
+  if (!st.master_weights && st.precision != scenario::Precision::bf16) {
     throw SpecError("--master_weights",
                     "only bf16 training may drop the fp32 master weights (fp16 needs them; "
                     "fp32 has none)");
@@ -254,8 +254,8 @@ spec::StrategySpec quick_strategy(Options& o) {
     throw SpecError("--offload_optimizer",
                     "unknown value '" + o.offload_optimizer + "'; valid: none, cpu");
   }
-  st.offload_optimizer = o.offload_optimizer == "cpu" ? spec::Offload::cpu : spec::Offload::none;
-  if (st.offload_optimizer == spec::Offload::cpu && o.zero == 0) {
+  st.offload_optimizer = o.offload_optimizer == "cpu" ? scenario::Offload::cpu : scenario::Offload::none;
+  if (st.offload_optimizer == scenario::Offload::cpu && o.zero == 0) {
     throw SpecError("--offload_optimizer",
                     "optimizer offload needs --zero 1 or more, as in DeepSpeed");
   }
@@ -273,26 +273,26 @@ std::string formula(double bytes_per_param, bool sharded) {
 
 int run_quick(Options& o) {
   const double params = parse_count(o.params, "--params");
-  const spec::StrategySpec st = quick_strategy(o);
-  const spec::GpuSpec gpu = spec::parse_gpu(
-      spec::resolve_preset(spec::PresetKind::gpu, nlohmann::json(o.gpu), "--gpu"), "--gpu");
+  const scenario::StrategySpec st = quick_strategy(o);
+  const scenario::GpuSpec gpu = scenario::parse_gpu(
+      scenario::resolve_preset(scenario::PresetKind::gpu, nlohmann::json(o.gpu), "--gpu"), "--gpu");
   const memory::ModelStates m = memory::zero_model_states(params, o.gpus, o.zero, st);
   const double total = m.gpu_bytes() + m.loss_scale_bytes;
   const bool fits = total <= gpu.memory_bytes;
-  const double c = spec::compute_param_bytes(st.precision);
-  const double k_s = spec::optimizer_state_bytes_per_param(st.optimizer);
-  const bool offload = st.offload_optimizer == spec::Offload::cpu;
-  const double master = spec::has_master_weights(st) ? memory::kMasterBytesPerParam : 0.0;
+  const double c = scenario::compute_param_bytes(st.precision);
+  const double k_s = scenario::optimizer_state_bytes_per_param(st.optimizer);
+  const bool offload = st.offload_optimizer == scenario::Offload::cpu;
+  const double master = scenario::has_master_weights(st) ? memory::kMasterBytesPerParam : 0.0;
   if (o.json) {
     nlohmann::json j = {{"model_states_only", true},
                         {"params", params},
                         {"gpus", o.gpus},
                         {"zero_stage", o.zero},
-                        {"mixed_precision", spec::to_string(st.precision)},
-                        {"optimizer", spec::to_string(st.optimizer)},
-                        {"master_weights", spec::has_master_weights(st)},
+                        {"mixed_precision", scenario::to_string(st.precision)},
+                        {"optimizer", scenario::to_string(st.optimizer)},
+                        {"master_weights", scenario::has_master_weights(st)},
                         {"offload_optimizer", offload ? "cpu" : "none"},
-                        {"zero_k", spec::zero_k(st)},
+                        {"zero_k", scenario::zero_k(st)},
                         {"classes",
                          {{"params", m.params_bytes},
                           {"grads", m.grads_bytes},
@@ -312,7 +312,7 @@ int run_quick(Options& o) {
       "Model states of one rank (ZeRO paper): %s params, ZeRO-%d over N = %d GPUs, %s, "
       "%s (K = %g)\n",
       count_text(params).c_str(), o.zero, o.gpus, precision_text(st).c_str(),
-      spec::to_string(st.optimizer), spec::zero_k(st));
+      scenario::to_string(st.optimizer), scenario::zero_k(st));
   std::printf(
       "Model states only: activations, gathered parameters and buckets need a scenario "
       "(stratagem memory <scenario>).\n");
@@ -374,7 +374,7 @@ Registration reg{
          if (o->scenario.empty()) {
            throw SpecError("memory", "give a scenario (file or shipped name) or --params");
          }
-         const spec::Scenario s = spec::load_scenario(o->scenario);
+         const scenario::Scenario s = scenario::load_scenario(o->scenario);
          const memory::MemoryReport report = memory::estimate_memory(s);
          if (o->json) {
            std::cout << memory::to_json(report).dump(2) << "\n";

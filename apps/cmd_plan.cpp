@@ -4,7 +4,7 @@
 #include "apps/command.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/plan/print.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -17,7 +17,7 @@ struct Options {
 };
 
 int run(const Options& o) {
-  const auto scenario = spec::load_scenario(o.scenario);
+  const auto scenario = scenario::load_scenario(o.scenario);
   if (o.rank < 0 || o.rank >= scenario.world_size()) {
     throw SpecError("--rank", "must be in [0, " + std::to_string(scenario.world_size() - 1) +
                                   "], got " + std::to_string(o.rank));

@@ -7,16 +7,16 @@
 #include <string>
 
 #include "apps/command.hpp"
-#include "engine/spec/cluster.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/model.hpp"
-#include "engine/spec/presets.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/cluster.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/model.hpp"
+#include "engine/scenario/presets.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::cli {
 namespace {
 
-using spec::PresetKind;
+using scenario::PresetKind;
 
 struct Options {
   std::string kind;
@@ -38,16 +38,16 @@ std::string short_count(double x) {
 void print_models() {
   std::printf("%-12s %-8s %6s %6s %5s %4s %6s %7s %-7s %-8s %15s %9s\n", "model", "kind", "layers",
               "hidden", "heads", "kv", "ffn", "vocab", "mlp", "norm", "params", "approx");
-  for (const auto& name : spec::preset_names(PresetKind::model)) {
-    const auto m = spec::parse_model(spec::resolve_preset(PresetKind::model, name, name), name);
-    const double p = spec::total_params(m);
+  for (const auto& name : scenario::preset_names(PresetKind::model)) {
+    const auto m = scenario::parse_model(scenario::resolve_preset(PresetKind::model, name, name), name);
+    const double p = scenario::total_params(m);
     std::printf("%-12s %-8s %6lld %6lld %5lld %4lld %6lld %7lld %-7s %-8s %15.0f %9s\n",
-                name.c_str(), m.kind == spec::ModelKind::encoder ? "encoder" : "decoder",
+                name.c_str(), m.kind == scenario::ModelKind::encoder ? "encoder" : "decoder",
                 static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
                 static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
                 static_cast<long long>(m.ffn_hidden), static_cast<long long>(m.vocab),
-                m.mlp == spec::MlpKind::swiglu ? "swiglu" : "gelu",
-                m.norm == spec::NormKind::rmsnorm ? "rmsnorm" : "layernorm", p,
+                m.mlp == scenario::MlpKind::swiglu ? "swiglu" : "gelu",
+                m.norm == scenario::NormKind::rmsnorm ? "rmsnorm" : "layernorm", p,
                 short_count(p).c_str());
   }
 }
@@ -56,8 +56,8 @@ void print_gpus() {
   std::printf("%-14s %8s %8s %8s %8s %8s %8s %9s %12s %11s %10s\n", "gpu", "mem GiB", "fp32",
               "tf32", "fp16", "bf16", "fp8", "HBM GB/s", "matmul eff", "attn f/b", "launch us");
   std::printf("%-14s %8s %44s %9s %12s\n", "", "", "(dense peak TFLOP/s)", "", "max/half_dim");
-  for (const auto& name : spec::preset_names(PresetKind::gpu)) {
-    const auto g = spec::parse_gpu(spec::resolve_preset(PresetKind::gpu, name, name), name);
+  for (const auto& name : scenario::preset_names(PresetKind::gpu)) {
+    const auto g = scenario::parse_gpu(scenario::resolve_preset(PresetKind::gpu, name, name), name);
     const double t = units::kTera;
     char eff[32], fp8[32], attention[32];
     std::snprintf(eff, sizeof eff, "%.2g/%g", g.matmul_efficiency.max,
@@ -74,7 +74,7 @@ void print_gpus() {
 
 void print_clusters() {
   // A link: line rate, NCCL's achieved fraction of it where stated, latency.
-  auto link = [](const spec::LinkSpec& l, char* out, std::size_t size) {
+  auto link = [](const scenario::LinkSpec& l, char* out, std::size_t size) {
     if (l.efficiency != 1.0) {
       std::snprintf(out, size, "%g x%g (%g)", l.bandwidth / units::kGB, l.efficiency,
                     l.latency / units::kMicro);
@@ -84,12 +84,12 @@ void print_clusters() {
   };
   std::printf("%-24s %6s %-14s %22s %22s\n", "cluster", "GPUs", "gpu", "intra GB/s x eff (us)",
               "inter GB/s x eff (us)");
-  for (const auto& name : spec::preset_names(PresetKind::cluster)) {
-    const auto c = spec::parse_cluster(spec::resolve_preset(PresetKind::cluster, name, name), name);
+  for (const auto& name : scenario::preset_names(PresetKind::cluster)) {
+    const auto c = scenario::parse_cluster(scenario::resolve_preset(PresetKind::cluster, name, name), name);
     char gpus[32], intra[32], inter[32];
     std::snprintf(gpus, sizeof gpus, "%dx%d", c.nodes, c.gpus_per_node);
     link(c.intra_node, intra, sizeof intra);
-    const bool has_inter = spec::preset(PresetKind::cluster, name, name).contains("inter_node");
+    const bool has_inter = scenario::preset(PresetKind::cluster, name, name).contains("inter_node");
     link(c.inter_node, inter, sizeof inter);
     std::printf("%-24s %6s %-14s %22s %22s%s\n", name.c_str(), gpus, c.gpu.name.c_str(), intra,
                 has_inter ? inter : "-",
@@ -110,10 +110,10 @@ int run(const Options& o) {
   const PresetKind kinds[] = {PresetKind::model, PresetKind::gpu, PresetKind::cluster};
   if (!o.name.empty()) {
     const PresetKind kind = parse_kind(o.kind);
-    nlohmann::json j = spec::preset(kind, o.name, o.name);
+    nlohmann::json j = scenario::preset(kind, o.name, o.name);
     if (kind == PresetKind::model) {
-      const auto m = spec::parse_model(spec::resolve_preset(kind, o.name, o.name), o.name);
-      j["total_params"] = spec::total_params(m);
+      const auto m = scenario::parse_model(scenario::resolve_preset(kind, o.name, o.name), o.name);
+      j["total_params"] = scenario::total_params(m);
     }
     std::cout << j.dump(2) << "\n";
     return 0;
@@ -123,8 +123,8 @@ int run(const Options& o) {
     const char* keys[] = {"models", "gpus", "clusters"};
     for (int i = 0; i < 3; ++i) {
       if (!o.kind.empty() && parse_kind(o.kind) != kinds[i]) continue;
-      for (const auto& name : spec::preset_names(kinds[i])) {
-        out[keys[i]][name] = spec::preset(kinds[i], name, name);
+      for (const auto& name : scenario::preset_names(kinds[i])) {
+        out[keys[i]][name] = scenario::preset(kinds[i], name, name);
       }
     }
     std::cout << out.dump(2) << "\n";

@@ -12,12 +12,12 @@
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "apps/host_profile.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fitted_profile.hpp"
-#include "engine/spec/json_reader.hpp"
-#include "engine/spec/presets.hpp"
-#include "engine/spec/profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fitted_profile.hpp"
+#include "engine/scenario/json_reader.hpp"
+#include "engine/scenario/presets.hpp"
+#include "engine/scenario/profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "tune/search.hpp"
 
 namespace stratagem::cli {
@@ -43,7 +43,7 @@ struct Options {
 nlohmann::json candidate_json(const tune::Candidate& c) {
   const auto& st = c.scenario.strategy;
   return {{"label", c.label},
-          {"strategy", spec::to_json(st)},
+          {"strategy", scenario::to_json(st)},
           {"step_time_s", c.step_time_s},
           {"tokens_per_s", c.tokens_per_s},
           {"mfu", c.mfu},
@@ -54,8 +54,8 @@ nlohmann::json candidate_json(const tune::Candidate& c) {
 
 int run(const Options& o) {
   nlohmann::json cluster = {{"preset", o.cluster}};
-  std::optional<spec::HardwareProfile> profile;
-  std::optional<spec::FittedProfile> fitted;
+  std::optional<scenario::HardwareProfile> profile;
+  std::optional<scenario::FittedProfile> fitted;
   std::string cluster_name = o.cluster;
   if (!o.profile.empty()) {
     // "host": measured with the --cluster's devices per node, else one process per core (as
@@ -63,18 +63,18 @@ int run(const Options& o) {
     const std::string file =
         o.profile != "host" ? o.profile
         : o.cluster_given
-            ? host_profile(spec::parse_cluster(spec::resolve_preset(spec::PresetKind::cluster,
+            ? host_profile(scenario::parse_cluster(scenario::resolve_preset(scenario::PresetKind::cluster,
                                                                     cluster, "--cluster"),
                                                "--cluster")
                                .gpus_per_node,
                            false)
             : host_profile(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())),
                            false);
-    const nlohmann::json doc = spec::read_json_file(file);
-    if (spec::is_fitted_profile(doc)) {
-      fitted = spec::parse_fitted_profile(doc, file);
+    const nlohmann::json doc = scenario::read_json_file(file);
+    if (scenario::is_fitted_profile(doc)) {
+      fitted = scenario::parse_fitted_profile(doc, file);
     } else {
-      profile = spec::parse_profile(doc, file);
+      profile = scenario::parse_profile(doc, file);
     }
   }
   if (profile) {
@@ -85,7 +85,7 @@ int run(const Options& o) {
           profile->network ? profile->network->processes : profile->machine.processes;
       cluster = {{"name", cluster_name},
                  {"gpus_per_node", devices},
-                 {"gpu", spec::to_json(spec::profile_gpu(*profile))},
+                 {"gpu", scenario::to_json(scenario::profile_gpu(*profile))},
                  {"intra_node", {{"bandwidth_GBps", 1}}}};
     }
   }
@@ -97,8 +97,8 @@ int run(const Options& o) {
                               {"strategy", nlohmann::json::object()},
                               {"training", {{"seq_len", o.seq_len}}}};
   // Resolve the world size first so the starting strategy validates.
-  spec::ClusterSpec c = spec::parse_cluster(
-      spec::resolve_preset(spec::PresetKind::cluster, cluster, "--cluster"), "--cluster");
+  scenario::ClusterSpec c = scenario::parse_cluster(
+      scenario::resolve_preset(scenario::PresetKind::cluster, cluster, "--cluster"), "--cluster");
   base_json["strategy"] = {{"dp", c.world_size()}, {"micro_batch_size", 1}};
   if (o.global_batch % c.world_size() != 0) {
     throw SpecError("--global_batch", std::to_string(o.global_batch) +
@@ -106,13 +106,13 @@ int run(const Options& o) {
                                           std::to_string(c.world_size()) + " GPUs");
   }
   base_json["training"]["global_batch"] = o.global_batch;
-  auto base = spec::parse_scenario(base_json, "search");
+  auto base = scenario::parse_scenario(base_json, "search");
   if (profile) {
-    spec::apply_profile(base, *profile);
+    scenario::apply_profile(base, *profile);
     c = base.cluster;
   }
   if (fitted) {
-    spec::apply_fitted_profile(base, *fitted);
+    scenario::apply_fitted_profile(base, *fitted);
     c = base.cluster;
   }
 
@@ -123,13 +123,13 @@ int run(const Options& o) {
     options.precisions.clear();
     for (const auto& p : o.precisions) {
       if (p == "no" || p == "fp32")
-        options.precisions.push_back(spec::Precision::no);
+        options.precisions.push_back(scenario::Precision::no);
       else if (p == "fp16")
-        options.precisions.push_back(spec::Precision::fp16);
+        options.precisions.push_back(scenario::Precision::fp16);
       else if (p == "bf16")
-        options.precisions.push_back(spec::Precision::bf16);
+        options.precisions.push_back(scenario::Precision::bf16);
       else if (p == "fp8")
-        options.precisions.push_back(spec::Precision::fp8);
+        options.precisions.push_back(scenario::Precision::fp8);
       else
         throw SpecError("--mixed_precision", "unknown '" + p + "'; valid: no, fp16, bf16, fp8");
     }
@@ -140,9 +140,9 @@ int run(const Options& o) {
     options.attentions.clear();
     for (const auto& a : o.attentions) {
       if (a == "flash")
-        options.attentions.push_back(spec::Attention::flash);
+        options.attentions.push_back(scenario::Attention::flash);
       else if (a == "eager")
-        options.attentions.push_back(spec::Attention::eager);
+        options.attentions.push_back(scenario::Attention::eager);
       else
         throw SpecError("--attention", "unknown '" + a + "'; valid: flash, eager");
     }

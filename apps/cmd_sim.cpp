@@ -11,10 +11,10 @@
 #include "apps/host_profile.hpp"
 #include "engine/result/export.hpp"
 #include "engine/result/result.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fitted_profile.hpp"
-#include "engine/spec/profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fitted_profile.hpp"
+#include "engine/scenario/profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/simulate.hpp"
 
 namespace stratagem::cli {
@@ -52,9 +52,9 @@ sim::Algorithm parse_algorithm(const std::string& name) {
 }
 
 int run_sim(const SimArgs& a) {
-  auto scenario = spec::load_scenario(a.scenario);
+  auto scenario = scenario::load_scenario(a.scenario);
   if (!a.profile.empty()) {
-    spec::apply_profile_file(scenario,
+    scenario::apply_profile_file(scenario,
                              resolve_profile(a.profile, scenario.cluster.gpus_per_node));
   }
   sim::CostOptions cost_options;
@@ -113,7 +113,7 @@ int run_sim(const SimArgs& a) {
   std::printf("  samples/s        %.2f\n", m.samples_per_s);
   std::printf("  tokens/s         %.0f\n", m.tokens_per_s);
   std::printf("  MFU              %.1f %% of %s %s per GPU\n", 100.0 * m.mfu,
-              fmt_flops(m.peak_flops.flops_per_s).c_str(), spec::to_string(m.peak_flops.dtype));
+              fmt_flops(m.peak_flops.flops_per_s).c_str(), scenario::to_string(m.peak_flops.dtype));
   std::printf("  bubble fraction  %.4f\n", m.bubble_fraction);
   std::printf("  exposed comm     %.2f ms per rank (of %.2f ms communicating: %.0f %% hidden)\n",
               m.exposed_comm_s * 1e3, m.comm_s * 1e3,

@@ -10,8 +10,8 @@
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "apps/two_form_command.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fitted_profile.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fitted_profile.hpp"
 #include "tune/validation.hpp"
 
 namespace stratagem::cli {
@@ -44,7 +44,7 @@ nlohmann::json summary_json(const tune::ErrorSummary& s) {
 int run_measured(const std::string& file, const std::string& profile, bool json, bool quiet) {
   auto runs = tune::load_measured_runs(file);
   if (!profile.empty()) {
-    for (auto& r : runs) spec::apply_profile_file(r.scenario, profile);
+    for (auto& r : runs) scenario::apply_profile_file(r.scenario, profile);
   }
   const bool tty = isatty(STDERR_FILENO) && !quiet;
   auto progress = [&](int done, int total) {

@@ -10,7 +10,7 @@
 
 #include "apps/format.hpp"
 #include "engine/result/result.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "tune/search.hpp"
 
 namespace stratagem::cli {
@@ -22,7 +22,7 @@ class CompareTable {
                      "peak mem", "fits"});
   }
 
-  void add(const std::string& name, const spec::Scenario& s, const result::RunResult& r) {
+  void add(const std::string& name, const scenario::Scenario& s, const result::RunResult& r) {
     double peak = 0;
     bool oom = false;
     for (const auto& rank : r.ranks) {
@@ -51,7 +51,7 @@ class CompareTable {
   }
 
   /// `how`: "simulated" or "measured on 2 processes".
-  void print(const spec::Scenario& base, const std::string& hardware, const std::string& how,
+  void print(const scenario::Scenario& base, const std::string& hardware, const std::string& how,
              bool json) const {
     if (json) {
       std::cout << nlohmann::json{{"scenario", base.name},
@@ -69,13 +69,13 @@ class CompareTable {
                 static_cast<long long>(base.training.global_batch),
                 static_cast<long long>(base.training.seq_len), how.c_str());
     print_table(stdout, rows_);
-    const double peak_flops = gpu.peak(spec::compute_dtype(base.strategy.precision));
+    const double peak_flops = gpu.peak(scenario::compute_dtype(base.strategy.precision));
     // Whole TFLOP/s for GPUs; a CPU's GFLOP/s.
     const std::string peak =
         peak_flops >= 1e12 ? fmt("%.0f TFLOP/s", peak_flops / 1e12) : fmt_flops(peak_flops);
     std::printf(
         "MFU divides by %s peak %s per device; peak mem is the largest rank's, capacity %s.\n",
-        spec::to_string(spec::compute_dtype(base.strategy.precision)), peak.c_str(),
+        scenario::to_string(scenario::compute_dtype(base.strategy.precision)), peak.c_str(),
         fmt_gib(gpu.memory_bytes).c_str());
   }
 

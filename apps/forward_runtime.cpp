@@ -11,7 +11,7 @@
 #include "apps/forward_runtime.hpp"
 
 #include "apps/command.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 

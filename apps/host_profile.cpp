@@ -12,8 +12,8 @@
 #include <iostream>
 #include <vector>
 
-#include "engine/spec/error.hpp"
-#include "engine/spec/host.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/host.hpp"
 
 extern char** environ;
 
@@ -75,7 +75,7 @@ class FileLock {
 }  // namespace
 
 std::string host_profile(int processes, bool recalibrate) {
-  const std::filesystem::path path = spec::host_profile_path(processes);
+  const std::filesystem::path path = scenario::host_profile_path(processes);
   if (!recalibrate && std::filesystem::exists(path)) return path.string();
   const FileLock lock(path.string() + ".lock");
   // Another command may have measured it while this one waited for the lock.

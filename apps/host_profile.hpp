@@ -1,5 +1,5 @@
 #pragma once
-// `--profile host`: this host's CPU measured once and cached (engine/spec/host.hpp). The first
+// `--profile host`: this host's CPU measured once and cached (engine/scenario/host.hpp). The first
 // use measures it with `stratagem-runtime calibrate --host` (a few seconds); later uses read
 // the cache; `--recalibrate` (validate) or `stratagem calibrate --host` measure again.
 #include <string>

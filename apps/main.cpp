@@ -6,7 +6,7 @@
 
 #include "apps/command.hpp"
 #include "apps/version.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <iostream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #ifdef STRATAGEM_RUNTIME_COMMANDS
 #include "apps/forward_runtime.hpp"
 #endif

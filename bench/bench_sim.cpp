@@ -6,7 +6,7 @@
 #include "bench/bench_scenarios.hpp"
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/simulate.hpp"
 #include "sim/simulator.hpp"
 #include "tune/search.hpp"
@@ -115,7 +115,7 @@ BENCHMARK(BM_HugeCluster)
     ->Iterations(1);
 
 void BM_DefaultScenario(benchmark::State& state) {
-  const auto scenario = spec::load_scenario("default");
+  const auto scenario = scenario::load_scenario("default");
   for (auto _ : state) {
     auto r = sim::simulate(scenario);
     benchmark::DoNotOptimize(r);
@@ -130,7 +130,7 @@ void BM_MemoryModel(benchmark::State& state) {
 BENCHMARK(BM_MemoryModel)->Arg(8)->Arg(1024)->ArgName("gpus")->Unit(benchmark::kMicrosecond);
 
 // Runs `search` on `base` once per iteration; counts configurations, simulated ones and rate.
-void search_counting(benchmark::State& state, const spec::Scenario& base) {
+void search_counting(benchmark::State& state, const scenario::Scenario& base) {
   tune::SearchResult last;
   for (auto _ : state) {
     last = tune::search(base, {});
@@ -147,7 +147,7 @@ void BM_Search8Gpus(benchmark::State& state) {
                       {"cluster", "dgx-a100-80gb"},
                       {"strategy", {{"dp", 8}}},
                       {"training", {{"seq_len", 2048}, {"global_batch", 256}}}};
-  search_counting(state, spec::parse_scenario(j));
+  search_counting(state, scenario::parse_scenario(j));
 }
 BENCHMARK(BM_Search8Gpus)->Unit(benchmark::kMillisecond)->Iterations(1);
 
@@ -157,7 +157,7 @@ void BM_Search8NodesWithTP(benchmark::State& state) {
                       {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 8}}},
                       {"strategy", {{"dp", 64}}},
                       {"training", {{"seq_len", 4096}, {"global_batch", 512}}}};
-  search_counting(state, spec::parse_scenario(j));
+  search_counting(state, scenario::parse_scenario(j));
 }
 BENCHMARK(BM_Search8NodesWithTP)->Unit(benchmark::kMillisecond)->Iterations(1);
 
@@ -168,7 +168,7 @@ void BM_ModernScenario(benchmark::State& state) {
   static const char* kNames[] = {"fsdp-cp8-llama3.1-8b-128k-8xh100",
                                  "3d-fp8-tp8-pp4-llama3-70b-64xh100",
                                  "fsdp-tp4-llama3-70b-gb200-nvl72"};
-  const auto scenario = spec::load_scenario(kNames[state.range(0)]);
+  const auto scenario = scenario::load_scenario(kNames[state.range(0)]);
   for (auto _ : state) {
     auto r = sim::simulate(scenario);
     benchmark::DoNotOptimize(r);
@@ -183,7 +183,7 @@ void BM_SearchLongContextH100(benchmark::State& state) {
                       {"cluster", "dgx-h100"},
                       {"strategy", {{"dp", 8}}},
                       {"training", {{"seq_len", 65536}, {"global_batch", 16}}}};
-  search_counting(state, spec::parse_scenario(j));
+  search_counting(state, scenario::parse_scenario(j));
 }
 BENCHMARK(BM_SearchLongContextH100)->Unit(benchmark::kMillisecond)->Iterations(1);
 

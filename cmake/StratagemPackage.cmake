@@ -32,13 +32,20 @@ if(TARGET stratagem_nccl)
   install(EXPORT StratagemNcclTargets NAMESPACE Stratagem:: DESTINATION ${_cmake_dir})
 endif()
 
-# Headers of every installed library, keeping the "engine/<layer>/x.hpp" include paths.
+# Headers of every installed library under include/stratagem/<folder>, the umbrella
+# include/stratagem/accelerate.hpp, and their includes of each other made "stratagem/..."
+# (cmake/RewriteIncludes.cmake), so users write <stratagem/...> and nothing of theirs collides.
 foreach(_lib IN LISTS _libs)
   get_target_property(_dir ${_lib} SOURCE_DIR)
   file(RELATIVE_PATH _rel ${PROJECT_SOURCE_DIR} ${_dir})
   install(DIRECTORY ${_dir}/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/stratagem/${_rel}
           FILES_MATCHING PATTERN "*.hpp")
 endforeach()
+install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/stratagem/ DESTINATION
+        ${CMAKE_INSTALL_INCLUDEDIR}/stratagem FILES_MATCHING PATTERN "*.hpp")
+install(CODE "execute_process(COMMAND \${CMAKE_COMMAND}
+  \"-DDIR=\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_INCLUDEDIR}/stratagem\"
+  -P \"${CMAKE_CURRENT_LIST_DIR}/RewriteIncludes.cmake\" COMMAND_ERROR_IS_FATAL ANY)")
 
 set(STRATAGEM_WITH_TORCH_BUILT OFF)
 if(TARGET stratagem_accelerate)
@@ -131,7 +138,7 @@ endfunction()
 if(STRATAGEM_WITH_TORCH_BUILT)
   # Static archives in dependency order, then what they need (stratagem_measure, the tools'
   # GPU benchmarks, is left to CMake users: it needs the NCCL backend where that is built).
-  set(_pc_order accelerate runtime comm launch tune sim result memory plan workload spec)
+  set(_pc_order accelerate runtime comm launch tune sim result memory plan workload scenario)
   set(_pc_libs "")
   foreach(_n IN LISTS _pc_order)
     if(TARGET stratagem_${_n})
@@ -157,7 +164,7 @@ if(STRATAGEM_WITH_TORCH_BUILT)
        "Name: stratagem\n"
        "Description: Stratagem's Accelerator (HuggingFace Accelerate for LibTorch) and engine\n"
        "Version: ${PROJECT_VERSION}\n"
-       "Cflags: -I\${includedir}/stratagem ${_pc_cflags}\n"
+       "Cflags: -I\${includedir} ${_pc_cflags}\n"
        "Libs: -L\${libdir}${_pc_libs} ${_pc_deps} -pthread\n")
   install(FILES ${CMAKE_CURRENT_BINARY_DIR}/stratagem.pc
           DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

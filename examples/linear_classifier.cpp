@@ -11,7 +11,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/accelerate/accelerator.hpp"
+#include <stratagem/accelerate.hpp>
 
 struct DiyModelImpl : torch::nn::Module {
   DiyModelImpl() : fc(register_module("fc", torch::nn::Linear(10, 2))) {}  // binary classifier

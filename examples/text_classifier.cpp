@@ -15,7 +15,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/accelerate/accelerator.hpp"
+#include <stratagem/accelerate.hpp>
 
 namespace {
 
@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
         char line[128];
         std::snprintf(line, sizeof line, "step %d loss %.4f accuracy %.3f (%s, %d processes)", step,
                       acc.reduce(loss.detach(), "mean").item<double>(), correct / seen,
-                      stratagem::spec::to_string(acc.options().sharding), acc.num_processes());
+                      stratagem::scenario::to_string(acc.options().sharding), acc.num_processes());
         acc.print(line);
         correct = seen = 0;
       }

@@ -17,7 +17,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/accelerate/accelerator.hpp"
+#include <stratagem/accelerate.hpp>
 
 namespace acc = stratagem::accelerate;
 

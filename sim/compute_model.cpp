@@ -23,14 +23,14 @@ HostSpec default_host(int gpus_per_node) {
   return h;
 }
 
-RooflineModel::RooflineModel(spec::GpuSpec gpu, HostSpec host)
+RooflineModel::RooflineModel(scenario::GpuSpec gpu, HostSpec host)
     : gpu_(std::move(gpu)), host_(host) {
-  static_assert(static_cast<std::size_t>(spec::AttentionKernel::triton) + 1 ==
+  static_assert(static_cast<std::size_t>(scenario::AttentionKernel::triton) + 1 ==
                     std::tuple_size_v<decltype(attention_curves_)>,
-                "one curve list per spec::AttentionKernel");
-  for (auto k : {spec::AttentionKernel::fa2, spec::AttentionKernel::fa1,
-                 spec::AttentionKernel::triton}) {
-    const auto it = gpu_.attention_kernels.find(spec::to_string(k));
+                "one curve list per scenario::AttentionKernel");
+  for (auto k : {scenario::AttentionKernel::fa2, scenario::AttentionKernel::fa1,
+                 scenario::AttentionKernel::triton}) {
+    const auto it = gpu_.attention_kernels.find(scenario::to_string(k));
     if (it != gpu_.attention_kernels.end()) attention_curves_[static_cast<int>(k)] = it->second;
   }
 }
@@ -49,14 +49,14 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   // their smallest dimension d, and its memory-bound kernels (norms, softmax, activations,
   // residual adds, optimizer updates) move `bytes` through HBM. The two kinds of kernel run
   // one after the other on the stream, so their times add.
-  const spec::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
+  const scenario::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
   const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max);
   const double peak = gpu_.peak(op.dtype) * efficiency;
   double compute_s = peak > 0 ? op.flops / peak : 0.0;
   // Under fp8 the LM head's GEMMs and the attention core run in bf16 (Transformer Engine).
-  const spec::DType wide = op.dtype == spec::DType::fp8 ? spec::DType::bf16 : op.dtype;
+  const scenario::DType wide = op.dtype == scenario::DType::fp8 ? scenario::DType::bf16 : op.dtype;
   if (op.flops_16bit > 0) {
-    const spec::EfficiencyCurve& c16 = gpu_.efficiency(wide);
+    const scenario::EfficiencyCurve& c16 = gpu_.efficiency(wide);
     const double p16 = gpu_.peak(wide) * gemm(op.gemm_dim > 0 ? c16.at(op.gemm_dim) : c16.max);
     compute_s += p16 > 0 ? op.flops_16bit / p16 : 0.0;
   }
@@ -68,7 +68,7 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
     // else the GPU's single attention efficiency.
     const auto curve_eff =
         op.attention_seq > 0 && op.head_dim > 0
-            ? spec::attention_curves_efficiency(
+            ? scenario::attention_curves_efficiency(
                   attention_curves_[static_cast<int>(op.attention_kernel)], op.head_dim,
                   op.causal, op.attention_seq)
             : std::nullopt;

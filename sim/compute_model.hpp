@@ -14,7 +14,7 @@
 #include <optional>
 
 #include "engine/plan/plan.hpp"
-#include "engine/spec/cluster.hpp"
+#include "engine/scenario/cluster.hpp"
 
 namespace stratagem::sim {
 
@@ -38,18 +38,18 @@ HostSpec default_host(int gpus_per_node);
 
 class RooflineModel final : public ComputeModel {
  public:
-  RooflineModel(spec::GpuSpec gpu, HostSpec host);
+  RooflineModel(scenario::GpuSpec gpu, HostSpec host);
   units::Seconds duration(const plan::Compute& op) const override;
-  const spec::GpuSpec& gpu() const { return gpu_; }
+  const scenario::GpuSpec& gpu() const { return gpu_; }
   const HostSpec& host() const { return host_; }
 
  private:
   /// A GEMM efficiency times the GPU's fitted gemm_scale, at most 1.
   double gemm(double efficiency) const;
-  spec::GpuSpec gpu_;
+  scenario::GpuSpec gpu_;
   HostSpec host_;
-  /// gpu_.attention_kernels by spec::AttentionKernel (looked up once, not per op).
-  std::array<std::vector<spec::AttentionCurve>, 3> attention_curves_;
+  /// gpu_.attention_kernels by scenario::AttentionKernel (looked up once, not per op).
+  std::array<std::vector<scenario::AttentionCurve>, 3> attention_curves_;
 };
 
 /// With tensor parallelism the units are measured as one TP rank runs them: a unit's time is
@@ -63,14 +63,14 @@ struct TpChainRoofline {
 };
 
 /// Measured unit times where a profile has them for the scenario's shape
-/// (spec::MeasuredUnits): forward and backward ops cost the sum of their units' measured times
+/// (scenario::MeasuredUnits): forward and backward ops cost the sum of their units' measured times
 /// (0 embedding, 1..L blocks, `head_unit` head), a full recompute its blocks' forwards, the
 /// optimizer its parameters times the measured time per parameter; everything else, and ops
 /// on the host, fall back to the roofline. With `tp` the forward, backward and full-recompute
 /// ops are pieces of TP chains, costed as TpChainRoofline says.
 class MeasuredUnitsModel final : public ComputeModel {
  public:
-  MeasuredUnitsModel(spec::MeasuredUnits units, int head_unit, RooflineModel fallback,
+  MeasuredUnitsModel(scenario::MeasuredUnits units, int head_unit, RooflineModel fallback,
                      std::optional<TpChainRoofline> tp = std::nullopt)
       : units_(std::move(units)),
         head_unit_(head_unit),
@@ -80,7 +80,7 @@ class MeasuredUnitsModel final : public ComputeModel {
 
  private:
   double measured(int unit, bool forward) const;
-  spec::MeasuredUnits units_;
+  scenario::MeasuredUnits units_;
   int head_unit_;
   RooflineModel fallback_;
   std::optional<TpChainRoofline> tp_;

@@ -3,16 +3,16 @@
 #include <algorithm>
 
 #include "engine/plan/plan.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/profile.hpp"
 #include "engine/workload/chain_piece.hpp"
 #include "engine/workload/tp_chain.hpp"
 #include "engine/workload/units.hpp"
 
 namespace stratagem::sim {
 
-TpChainRoofline tp_chain_roofline(const spec::Scenario& s, const RooflineModel& roofline) {
+TpChainRoofline tp_chain_roofline(const scenario::Scenario& s, const RooflineModel& roofline) {
   TpChainRoofline t;
-  t.full_recompute = spec::effective_recompute(s.strategy) == spec::Recompute::full;
+  t.full_recompute = scenario::effective_recompute(s.strategy) == scenario::Recompute::full;
   const auto units = workload::make_units(s);
   const workload::TpChains chains(s);
   const int head = static_cast<int>(units.size()) - 1;
@@ -34,13 +34,13 @@ TpChainRoofline tp_chain_roofline(const spec::Scenario& s, const RooflineModel& 
   return t;
 }
 
-CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options) {
+CostModels make_cost_models(const scenario::Scenario& s, const CostOptions& options) {
   const auto& c = s.cluster;
   CostModels m;
   RooflineModel roofline(c.gpu, default_host(c.gpus_per_node));
-  const std::string key = spec::unit_shape_key(s);
+  const std::string key = scenario::unit_shape_key(s);
   const auto measured = std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),
-                                     [&](const spec::MeasuredUnits& u) { return u.shape == key; });
+                                     [&](const scenario::MeasuredUnits& u) { return u.shape == key; });
   // Units measured at the scenario's tp (the key says which; context parallelism is not
   // measured: its chains fall back to the roofline).
   if (measured != c.gpu.measured_units.end() && s.strategy.cp == 1) {
@@ -60,7 +60,7 @@ CostModels make_cost_models(const spec::Scenario& s, const CostOptions& options)
     m.network = std::make_shared<CalibratedNetwork>(*c.calibration, links);
     m.comm_compute_slowdown =
         options.comm_compute_slowdown.value_or(c.calibration->comm_compute_slowdown);
-    for (int i = 0; i < spec::kCommOpCount; ++i) {
+    for (int i = 0; i < scenario::kCommOpCount; ++i) {
       m.compute_comm_slowdown[i] = c.calibration->ops[i].slowdown_during_compute;
       m.cold_start_s[i] = c.calibration->ops[i].cold_start_s;
     }

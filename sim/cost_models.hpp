@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/compute_model.hpp"
 #include "sim/network_model.hpp"
 
@@ -19,15 +19,15 @@ struct CostModels {
   /// flight on that rank (SM and memory contention of communication kernels). 0: no effect.
   double comm_compute_slowdown = 0;
   /// The reverse: a transfer runs 1 + this times slower while any rank it involves computes,
-  /// per kind of operation (indexed by spec::CommOp; sendrecv for p2p). All 0: no effect.
-  std::array<double, spec::kCommOpCount> compute_comm_slowdown{};
+  /// per kind of operation (indexed by scenario::CommOp; sendrecv for p2p). All 0: no effect.
+  std::array<double, scenario::kCommOpCount> compute_comm_slowdown{};
   /// A rank's collectives (gather and collective streams) run one at a time in issue order.
   bool serial_collectives = false;
-  /// Extra latency of a collective (by spec::CommOp) that starts while one of its ranks has
+  /// Extra latency of a collective (by scenario::CommOp) that starts while one of its ranks has
   /// no communication in flight and none that ended at that instant: issued after compute,
   /// not queued behind another (engine/measure/cold_start.hpp). All 0: no effect.
-  std::array<double, spec::kCommOpCount> cold_start_s{};
-  /// Compute shared by a node's ranks (spec::CommCalibration::compute_contention): a compute
+  std::array<double, scenario::kCommOpCount> cold_start_s{};
+  /// Compute shared by a node's ranks (scenario::CommCalibration::compute_contention): a compute
   /// op's time holds for `contention_processes` ranks of its node computing at once; with k
   /// computing it runs (1 + c·(processes − 1)) / (1 + c·(k − 1)) times as fast. 0: no effect.
   double compute_contention = 0;
@@ -60,10 +60,10 @@ struct CostOptions {
   std::optional<double> rank_jitter_cv;
 };
 
-CostModels make_cost_models(const spec::Scenario& scenario, const CostOptions& options = {});
+CostModels make_cost_models(const scenario::Scenario& scenario, const CostOptions& options = {});
 
 /// The roofline time of each tensor-parallel chain's compute pieces (MeasuredUnitsModel with
 /// tp > 1), by kind of unit and direction, on `roofline`'s device.
-TpChainRoofline tp_chain_roofline(const spec::Scenario& scenario, const RooflineModel& roofline);
+TpChainRoofline tp_chain_roofline(const scenario::Scenario& scenario, const RooflineModel& roofline);
 
 }  // namespace stratagem::sim

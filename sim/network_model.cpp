@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::sim {
 
@@ -36,7 +36,7 @@ int ceil_log2(int n) {
   return steps;
 }
 
-units::Seconds beta(units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+units::Seconds beta(units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
   if (bytes <= 0) return 0;
   if (link.bandwidth <= 0) {
     throw SpecError(kind == LinkKind::intra_node ? "cluster.intra_node.bandwidth_GBps"
@@ -48,41 +48,41 @@ units::Seconds beta(units::Bytes bytes, const spec::LinkSpec& link, LinkKind kin
 
 }  // namespace
 
-CommPhase ring_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+CommPhase ring_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   const double steps = 2.0 * (n - 1);
   return {kind, steps * link.latency, beta(steps / n * bytes, link, kind)};
 }
 
-CommPhase tree_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+CommPhase tree_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   // Reduce up and broadcast down two complementary binary trees, each carrying half the
   // data: every rank sends S in each direction of the pass, in 2·⌈log2 n⌉ latency steps.
   return {kind, 2.0 * ceil_log2(n) * link.latency, beta(2.0 * bytes, link, kind)};
 }
 
-CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const spec::LinkSpec& link,
+CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const scenario::LinkSpec& link,
                               LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   const double steps = n - 1.0;
   return {kind, steps * link.latency, beta(steps / n * bytes, link, kind)};
 }
 
-CommPhase ring_all_gather(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+CommPhase ring_all_gather(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
   return ring_reduce_scatter(n, bytes, link, kind);
 }
 
-CommPhase ring_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+CommPhase ring_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   return {kind, (n - 1.0) * link.latency, beta(bytes, link, kind)};
 }
 
-CommPhase tree_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind) {
+CommPhase tree_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   return {kind, ceil_log2(n) * link.latency, beta(bytes, link, kind)};
 }
 
-const spec::LinkSpec& AlphaBetaNetwork::link(LinkKind kind) const {
+const scenario::LinkSpec& AlphaBetaNetwork::link(LinkKind kind) const {
   return kind == LinkKind::intra_node ? intra_ : inter_;
 }
 
@@ -172,36 +172,36 @@ CommPhases AlphaBetaNetwork::collective(plan::CollectiveKind kind, const GroupSh
 
 CommPhases AlphaBetaNetwork::p2p(bool same_node, units::Bytes bytes) const {
   const LinkKind kind = same_node ? LinkKind::intra_node : LinkKind::inter_node;
-  const spec::LinkSpec& l = link(kind);
+  const scenario::LinkSpec& l = link(kind);
   CommPhases out;
   out.add({kind, l.latency, beta(bytes, l, kind)});
   return out;
 }
 
-spec::CommOp comm_op(plan::CollectiveKind kind) {
+scenario::CommOp comm_op(plan::CollectiveKind kind) {
   switch (kind) {
     case plan::CollectiveKind::all_reduce:
-      return spec::CommOp::all_reduce;
+      return scenario::CommOp::all_reduce;
     case plan::CollectiveKind::reduce_scatter:
-      return spec::CommOp::reduce_scatter;
+      return scenario::CommOp::reduce_scatter;
     case plan::CollectiveKind::all_gather:
-      return spec::CommOp::all_gather;
+      return scenario::CommOp::all_gather;
     case plan::CollectiveKind::broadcast:
-      return spec::CommOp::broadcast;
+      return scenario::CommOp::broadcast;
   }
-  return spec::CommOp::all_reduce;
+  return scenario::CommOp::all_reduce;
 }
 
 namespace {
 
-double ring_steps(spec::CommOp op, int n) {
-  return op == spec::CommOp::all_reduce ? 2.0 * (n - 1) : n - 1.0;
+double ring_steps(scenario::CommOp op, int n) {
+  return op == scenario::CommOp::all_reduce ? 2.0 * (n - 1) : n - 1.0;
 }
 
-units::Seconds measured_beta(const spec::MeasuredComm& m, double bytes, spec::CommOp op) {
+units::Seconds measured_beta(const scenario::MeasuredComm& m, double bytes, scenario::CommOp op) {
   if (bytes <= 0) return 0;
   if (m.bus_bandwidth <= 0) {
-    throw SpecError(std::string("cluster.calibration.") + spec::to_string(op) + ".busbw_GBps",
+    throw SpecError(std::string("cluster.calibration.") + scenario::to_string(op) + ".busbw_GBps",
                     "must be > 0: the plan sends data this way");
   }
   return bytes / m.bus_bandwidth;
@@ -214,20 +214,20 @@ CommPhases CalibratedNetwork::collective(plan::CollectiveKind kind, const GroupS
   if (g.nodes > 1) return fallback_.collective(kind, g, bytes);
   CommPhases out;
   if (g.size <= 1) return out;
-  const spec::CommOp op = comm_op(kind);
-  const spec::MeasuredComm& m = cal_.at(op);
+  const scenario::CommOp op = comm_op(kind);
+  const scenario::MeasuredComm& m = cal_.at(op);
   const int measured = std::max(cal_.processes, 2);
   const double alpha = m.alpha_s * ring_steps(op, g.size) / ring_steps(op, measured);
   out.add(
-      {LinkKind::intra_node, alpha, measured_beta(m, spec::bus_factor(op, g.size) * bytes, op)});
+      {LinkKind::intra_node, alpha, measured_beta(m, scenario::bus_factor(op, g.size) * bytes, op)});
   return out;
 }
 
 CommPhases CalibratedNetwork::p2p(bool same_node, units::Bytes bytes) const {
   if (!same_node) return fallback_.p2p(same_node, bytes);
-  const spec::MeasuredComm& m = cal_.at(spec::CommOp::sendrecv);
+  const scenario::MeasuredComm& m = cal_.at(scenario::CommOp::sendrecv);
   CommPhases out;
-  out.add({LinkKind::intra_node, m.alpha_s, measured_beta(m, bytes, spec::CommOp::sendrecv)});
+  out.add({LinkKind::intra_node, m.alpha_s, measured_beta(m, bytes, scenario::CommOp::sendrecv)});
   return out;
 }
 

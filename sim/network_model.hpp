@@ -18,7 +18,7 @@
 #include <cstdint>
 
 #include "engine/plan/plan.hpp"
-#include "engine/spec/cluster.hpp"
+#include "engine/scenario/cluster.hpp"
 
 namespace stratagem::sim {
 
@@ -61,16 +61,16 @@ class NetworkModel {
 };
 
 // The single-link closed forms above.
-CommPhase ring_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
-CommPhase tree_all_reduce(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
-CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
-CommPhase ring_all_gather(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
-CommPhase ring_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
-CommPhase tree_broadcast(int n, units::Bytes bytes, const spec::LinkSpec& link, LinkKind kind);
+CommPhase ring_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+CommPhase tree_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+CommPhase ring_all_gather(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+CommPhase ring_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+CommPhase tree_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
 
 class AlphaBetaNetwork final : public NetworkModel {
  public:
-  AlphaBetaNetwork(spec::LinkSpec intra, spec::LinkSpec inter, Algorithm algorithm)
+  AlphaBetaNetwork(scenario::LinkSpec intra, scenario::LinkSpec inter, Algorithm algorithm)
       : intra_(intra), inter_(inter), algorithm_(algorithm) {}
   CommPhases collective(plan::CollectiveKind kind, const GroupShape& group,
                         units::Bytes bytes) const override;
@@ -79,14 +79,14 @@ class AlphaBetaNetwork final : public NetworkModel {
  private:
   CommPhase all_reduce(int n, units::Bytes bytes, LinkKind kind) const;
   CommPhase broadcast(int n, units::Bytes bytes, LinkKind kind) const;
-  const spec::LinkSpec& link(LinkKind kind) const;
+  const scenario::LinkSpec& link(LinkKind kind) const;
 
-  spec::LinkSpec intra_, inter_;
+  scenario::LinkSpec intra_, inter_;
   Algorithm algorithm_;
 };
 
 /// Communication inside a node costed from measurements (a hardware profile's network
-/// section, spec::CommCalibration) instead of closed forms on a link: a collective of kind k
+/// section, scenario::CommCalibration) instead of closed forms on a link: a collective of kind k
 /// on n ranks with an S-byte buffer takes
 ///   α_k · steps(k, n) / steps(k, n₀) + bus_factor(k, n) · S / busbw_k
 /// where n₀ is the measured group size, steps = 2(n−1) for all-reduce and n−1 for the others
@@ -95,18 +95,18 @@ class AlphaBetaNetwork final : public NetworkModel {
 /// messages between nodes fall back to `fallback` (the cluster's α-β links).
 class CalibratedNetwork final : public NetworkModel {
  public:
-  CalibratedNetwork(spec::CommCalibration calibration, AlphaBetaNetwork fallback)
+  CalibratedNetwork(scenario::CommCalibration calibration, AlphaBetaNetwork fallback)
       : cal_(std::move(calibration)), fallback_(std::move(fallback)) {}
   CommPhases collective(plan::CollectiveKind kind, const GroupShape& group,
                         units::Bytes bytes) const override;
   CommPhases p2p(bool same_node, units::Bytes bytes) const override;
 
  private:
-  spec::CommCalibration cal_;
+  scenario::CommCalibration cal_;
   AlphaBetaNetwork fallback_;
 };
 
 /// The measured operation a collective of this kind is costed as.
-spec::CommOp comm_op(plan::CollectiveKind kind);
+scenario::CommOp comm_op(plan::CollectiveKind kind);
 
 }  // namespace stratagem::sim

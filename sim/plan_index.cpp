@@ -4,7 +4,7 @@
 #include <iterator>
 #include <string>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::sim {
 
@@ -88,7 +88,7 @@ PlanIndex::PlanIndex(const plan::StepPlan& plan, const CostModels& models) {
         lacks_end(p.transfer, " of op " + std::to_string(i), t.send == plan::kNoOp);
       }
       info.activity = instances + p.transfer;
-      info.comm_op = static_cast<std::uint8_t>(spec::CommOp::sendrecv);
+      info.comm_op = static_cast<std::uint8_t>(scenario::CommOp::sendrecv);
     }
     pending[i] = static_cast<std::int32_t>(op.dep_count);
     for (plan::OpId d : plan.deps_of(op)) ++succ_count[d];

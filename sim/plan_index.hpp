@@ -25,7 +25,7 @@ struct OpInfo {
   std::uint32_t mem_begin = 0, mem_count = 0;
   Category category = Category::compute;
   bool on_host = false;        ///< compute on the host's CPUs (optimizer offload)
-  std::uint8_t comm_op = 0;    ///< spec::CommOp of a collective or transfer (sendrecv)
+  std::uint8_t comm_op = 0;    ///< scenario::CommOp of a collective or transfer (sendrecv)
 };
 
 /// A collective instance (group ≥ 0) or a transfer (group −1): what its cost needs.

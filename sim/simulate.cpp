@@ -14,7 +14,7 @@ double seconds(std::chrono::steady_clock::time_point a, std::chrono::steady_cloc
 
 }  // namespace
 
-Simulation simulate_scenario(const spec::Scenario& scenario, const SimulateOptions& options) {
+Simulation simulate_scenario(const scenario::Scenario& scenario, const SimulateOptions& options) {
   using Clock = std::chrono::steady_clock;
   const CostModels models = make_cost_models(scenario, options.cost);
   Simulation out;
@@ -27,12 +27,12 @@ Simulation simulate_scenario(const spec::Scenario& scenario, const SimulateOptio
   return out;
 }
 
-result::RunResult simulate(const spec::Scenario& scenario, const SimulateOptions& options) {
+result::RunResult simulate(const scenario::Scenario& scenario, const SimulateOptions& options) {
   const CostModels models = make_cost_models(scenario, options.cost);
   return Simulator().run(plan::build_plan(scenario, options.build), models);
 }
 
-result::RunResult simulate(const plan::StepPlan& plan, const spec::Scenario& scenario,
+result::RunResult simulate(const plan::StepPlan& plan, const scenario::Scenario& scenario,
                            const CostOptions& cost) {
   return Simulator().run(plan, make_cost_models(scenario, cost));
 }

@@ -23,12 +23,12 @@ struct Simulation {
 
 /// Makes the cost models (their errors first), builds the plan, runs it. Throws SpecError
 /// for a scenario the builders or the cost models refuse.
-Simulation simulate_scenario(const spec::Scenario& scenario, const SimulateOptions& options = {});
+Simulation simulate_scenario(const scenario::Scenario& scenario, const SimulateOptions& options = {});
 /// The result alone.
-result::RunResult simulate(const spec::Scenario& scenario, const SimulateOptions& options = {});
+result::RunResult simulate(const scenario::Scenario& scenario, const SimulateOptions& options = {});
 /// A plan already built for `scenario` (built once, costed many times: the measured fit),
 /// under the scenario's cost models.
-result::RunResult simulate(const plan::StepPlan& plan, const spec::Scenario& scenario,
+result::RunResult simulate(const plan::StepPlan& plan, const scenario::Scenario& scenario,
                            const CostOptions& cost = {});
 
 }  // namespace stratagem::sim

@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/result/metrics.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "sim/event_queue.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/jitter.hpp"

@@ -8,14 +8,14 @@
 #include <thread>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::tune {
 
 namespace {
 
-using spec::FitParam;
-using spec::FitValues;
+using scenario::FitParam;
+using scenario::FitValues;
 using Matrix = std::vector<std::vector<double>>;
 
 constexpr double kStep = 0.02;         // finite-difference step (log scale or absolute)
@@ -92,13 +92,13 @@ class GroupFit {
     for (const MeasuredRun* r : runs_) plans_.push_back(plan::build_plan(r->scenario));
   }
 
-  spec::GpuFit fit(long& done, long& expected) {
+  scenario::GpuFit fit(long& done, long& expected) {
     done_ = &done;
     expected_ = &expected;
     const std::size_t n = runs_.size();
     std::vector<int> active;
-    for (int p = 0; p < spec::kFitParamCount; ++p) active.push_back(p);
-    std::vector<double> theta(spec::kFitParamCount, 0.0);  // neutral: log 1 = 0, slow-down 0
+    for (int p = 0; p < scenario::kFitParamCount; ++p) active.push_back(p);
+    std::vector<double> theta(scenario::kFitParamCount, 0.0);  // neutral: log 1 = 0, slow-down 0
     std::vector<double> r0 = residuals(theta);
     const std::vector<double> before = r0;
     // Sensitivities at the start decide which parameters the runs determine at all.
@@ -174,8 +174,8 @@ class GroupFit {
   }
 
   static void clamp(std::vector<double>& theta) {
-    for (int p = 0; p < spec::kFitParamCount; ++p) {
-      if (spec::is_scale(static_cast<FitParam>(p))) {
+    for (int p = 0; p < scenario::kFitParamCount; ++p) {
+      if (scenario::is_scale(static_cast<FitParam>(p))) {
         theta[p] = std::clamp(theta[p], kMinLogScale, kMaxLogScale);
       } else {
         theta[p] = std::clamp(theta[p], 0.0, kMaxSlowdown);
@@ -185,15 +185,15 @@ class GroupFit {
 
   static FitValues values(const std::vector<double>& theta) {
     FitValues v{};
-    for (int p = 0; p < spec::kFitParamCount; ++p) {
-      v[p] = spec::is_scale(static_cast<FitParam>(p)) ? std::exp(theta[p]) : theta[p];
+    for (int p = 0; p < scenario::kFitParamCount; ++p) {
+      v[p] = scenario::is_scale(static_cast<FitParam>(p)) ? std::exp(theta[p]) : theta[p];
     }
     return v;
   }
 
   double residual(std::size_t i, const std::vector<double>& theta) const {
-    spec::Scenario s = runs_[i]->scenario;
-    spec::apply_fit_values(s, values(theta));
+    scenario::Scenario s = runs_[i]->scenario;
+    scenario::apply_fit_values(s, values(theta));
     const RunComparison c = predict_measured(*runs_[i], s, plans_[i]);
     const double throughput_ratio =
         c.measured_is_step_time ? c.measured / c.predicted : c.predicted / c.measured;
@@ -241,7 +241,7 @@ class GroupFit {
       std::vector<double> t = theta;
       // Step away from a bound (the slow-down at 0 steps up, a scale at its cap down).
       const bool up =
-          spec::is_scale(static_cast<FitParam>(p)) ? theta[p] + kStep <= kMaxLogScale : true;
+          scenario::is_scale(static_cast<FitParam>(p)) ? theta[p] + kStep <= kMaxLogScale : true;
       t[p] += up ? kStep : -kStep;
       steps.push_back(up ? kStep : -kStep);
       thetas.push_back(std::move(t));
@@ -274,14 +274,14 @@ class GroupFit {
     return g;
   }
 
-  spec::GpuFit summarize(const std::vector<double>& theta, const std::vector<double>& r,
+  scenario::GpuFit summarize(const std::vector<double>& theta, const std::vector<double>& r,
                          const std::vector<double>& before, const Matrix& j,
                          const std::vector<int>& active) const {
-    spec::GpuFit fit;
+    scenario::GpuFit fit;
     fit.gpu = runs_.front()->scenario.cluster.gpu.name;
     fit.runs = static_cast<int>(runs_.size());
     const FitValues v = values(theta);
-    for (int p = 0; p < spec::kFitParamCount; ++p) {
+    for (int p = 0; p < scenario::kFitParamCount; ++p) {
       fit.parameters[p].value = v[p];
       fit.parameters[p].determined = false;
     }
@@ -321,14 +321,14 @@ class GroupFit {
 
 }  // namespace
 
-double log_residual(const MeasuredRun& run, const spec::FitValues& values) {
-  spec::Scenario s = run.scenario;
-  spec::apply_fit_values(s, values);
+double log_residual(const MeasuredRun& run, const scenario::FitValues& values) {
+  scenario::Scenario s = run.scenario;
+  scenario::apply_fit_values(s, values);
   const RunComparison c = predict_measured(run, s, plan::build_plan(run.scenario));
   return std::log(c.measured_is_step_time ? c.measured / c.predicted : c.predicted / c.measured);
 }
 
-spec::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
+scenario::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
                                       const MeasuredFitOptions& options) {
   if (runs.empty()) throw SpecError("--measured", "no runs to fit");
   std::vector<std::string> order;
@@ -338,10 +338,10 @@ spec::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
     if (!by_gpu.count(g)) order.push_back(g);
     by_gpu[g].push_back(&r);
   }
-  spec::FittedProfile profile;
+  scenario::FittedProfile profile;
   long done = 0;
   // A first guess of the work: ~8 iterations of (parameters + 2) simulations per run.
-  long expected = static_cast<long>(runs.size()) * (spec::kFitParamCount + 2) * 8;
+  long expected = static_cast<long>(runs.size()) * (scenario::kFitParamCount + 2) * 8;
   for (const auto& g : order) {
     GroupFit group(by_gpu[g], options);
     profile.gpus.push_back(group.fit(done, expected));

@@ -1,6 +1,6 @@
 #pragma once
 // `stratagem calibrate --measured runs.jsonl`: fits the fitted profile's parameters
-// (spec::FitParam: GEMM, attention and HBM efficiency scales, link bandwidth scales, the
+// (scenario::FitParam: GEMM, attention and HBM efficiency scales, link bandwidth scales, the
 // communication/compute slow-down) to measured runs, separately for each GPU among the runs.
 //
 // The residual of a run is log(predicted / measured throughput); the fit minimises their sum
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/fitted_profile.hpp"
+#include "engine/scenario/fitted_profile.hpp"
 #include "tune/validation.hpp"
 
 namespace stratagem::tune {
@@ -27,10 +27,10 @@ struct MeasuredFitOptions {
 };
 
 /// One GpuFit per GPU name among the runs, in order of first appearance.
-spec::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
+scenario::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
                                       const MeasuredFitOptions& options = {});
 
 /// log(predicted / measured throughput) of one run simulated with `values` applied.
-double log_residual(const MeasuredRun& run, const spec::FitValues& values);
+double log_residual(const MeasuredRun& run, const scenario::FitValues& values);
 
 }  // namespace stratagem::tune

@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "engine/memory/memory.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/strategy_rewrite.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/strategy_rewrite.hpp"
 #include "engine/workload/stages.hpp"
 #include "engine/workload/tp_chain.hpp"
 #include "engine/workload/units.hpp"
@@ -18,12 +18,12 @@ namespace stratagem::tune {
 
 namespace {
 
-std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOptions& o,
+std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const SearchOptions& o,
                                       int& invalid) {
-  using spec::Schedule;
-  using spec::Sharding;
+  using scenario::Schedule;
+  using scenario::Sharding;
   const int world = base.cluster.world_size();
-  std::vector<spec::Scenario> out;
+  std::vector<scenario::Scenario> out;
   // Tensor parallelism inside a node (divisors of gpus_per_node), with and without sequence
   // parallelism; the mesh validation drops degrees the model's heads or ffn do not allow.
   std::vector<std::pair<int, bool>> tensor;
@@ -31,12 +31,12 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
   for (int tp = 1; tp <= domain; ++tp) {
     if (domain % tp != 0) continue;
     tensor.push_back({tp, false});
-    if (spec::sequence_parallel_allowed(tp)) tensor.push_back({tp, true});
+    if (scenario::sequence_parallel_allowed(tp)) tensor.push_back({tp, true});
   }
-  std::vector<spec::Precision> precisions = o.precisions;
+  std::vector<scenario::Precision> precisions = o.precisions;
   if (o.fp8_when_available && base.cluster.gpu.peak_fp8 > 0 &&
-      std::find(precisions.begin(), precisions.end(), spec::Precision::fp8) == precisions.end()) {
-    precisions.push_back(spec::Precision::fp8);
+      std::find(precisions.begin(), precisions.end(), scenario::Precision::fp8) == precisions.end()) {
+    precisions.push_back(scenario::Precision::fp8);
   }
   const bool long_context = o.context_parallel_from_seq_len > 0 &&
                             base.training.seq_len >= o.context_parallel_from_seq_len;
@@ -65,22 +65,22 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
           if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
         }
         for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
-          const auto accum = spec::grad_accum_for(base.training.global_batch, mbs, dp);
+          const auto accum = scenario::grad_accum_for(base.training.global_batch, mbs, dp);
           if (!accum) continue;
-          const int m = *accum;
+          const int m = static_cast<int>(*accum);
           for (const auto& [schedule, chunks] : schedules) {
             for (Sharding sharding : shardings) {
-              for (spec::Precision precision : precisions) {
-                for (spec::Attention attention : o.attentions) {
-                  for (spec::Recompute recompute : o.recomputes) {
+              for (scenario::Precision precision : precisions) {
+                for (scenario::Attention attention : o.attentions) {
+                  for (scenario::Recompute recompute : o.recomputes) {
                     // Selective recomputation is none with flash attention: not listed twice.
-                    if (recompute == spec::Recompute::selective &&
-                        attention == spec::Attention::flash) {
+                    if (recompute == scenario::Recompute::selective &&
+                        attention == scenario::Attention::flash) {
                       continue;
                     }
-                    spec::Scenario s = base;
+                    scenario::Scenario s = base;
                     auto& st = s.strategy;
-                    st = spec::StrategySpec{};
+                    st = scenario::StrategySpec{};
                     st.dp = dp;
                     st.pp = pp;
                     st.tp = tp;
@@ -93,12 +93,12 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
                     st.sharding = sharding;
                     st.precision = precision;
                     // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
-                    st.fp8_all_gather = spec::fp8_all_gather_allowed(precision, sharding);
+                    st.fp8_all_gather = scenario::fp8_all_gather_allowed(precision, sharding);
                     st.attention = attention;
                     st.recompute = recompute;
                     st.optimizer = base.strategy.optimizer;
                     try {
-                      spec::validate(s);
+                      scenario::validate(s);
                     } catch (const SpecError&) {
                       ++invalid;
                       continue;
@@ -119,7 +119,7 @@ std::vector<spec::Scenario> enumerate(const spec::Scenario& base, const SearchOp
 
 }  // namespace
 
-std::string strategy_label(const spec::Scenario& s) {
+std::string strategy_label(const scenario::Scenario& s) {
   const auto& st = s.strategy;
   std::string label = "dp " + std::to_string(st.dp);
   if (st.tp > 1) {
@@ -128,15 +128,15 @@ std::string strategy_label(const spec::Scenario& s) {
   if (st.cp > 1) label += " × cp " + std::to_string(st.cp);
   label += " × pp " + std::to_string(st.pp);
   if (st.pp > 1) {
-    label += ", " + std::string(spec::to_string(st.schedule));
-    if (st.schedule == spec::Schedule::interleaved) label += " v" + std::to_string(st.chunks);
+    label += ", " + std::string(scenario::to_string(st.schedule));
+    if (st.schedule == scenario::Schedule::interleaved) label += " v" + std::to_string(st.chunks);
   }
   label += ", mbs " + std::to_string(st.micro_batch_size) + " × " + std::to_string(st.grad_accum);
-  label += ", " + std::string(spec::to_string(st.sharding));
-  label += ", " + std::string(st.precision == spec::Precision::no ? "fp32"
-                                                                  : spec::to_string(st.precision));
-  label += ", recompute " + std::string(spec::to_string(st.recompute));
-  if (st.attention == spec::Attention::eager) label += ", eager attention";
+  label += ", " + std::string(scenario::to_string(st.sharding));
+  label += ", " + std::string(st.precision == scenario::Precision::no ? "fp32"
+                                                                  : scenario::to_string(st.precision));
+  label += ", recompute " + std::string(scenario::to_string(st.recompute));
+  if (st.attention == scenario::Attention::eager) label += ", eager attention";
   return label;
 }
 
@@ -162,18 +162,18 @@ struct Pending {
 // cannot end before the stages ahead ran their last backward (B_j) after it:
 //   bound = max_s  Σ_{j<s} F_j + T_s + Σ_{j<s} B_j.
 // 0 (no bound) for measured compute models.
-double step_time_lower_bound(const spec::Scenario& s, const sim::CostModels& models) {
+double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels& models) {
   if (!dynamic_cast<const sim::RooflineModel*>(models.compute.get())) return 0;
   const auto& st = s.strategy;
   const auto units = workload::make_units(s);
   const auto split = workload::split_stages(s.model.layers, st);
   const double m = st.grad_accum;
-  const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
+  const bool recompute = scenario::effective_recompute(st) != scenario::Recompute::none;
   const int head = static_cast<int>(units.size()) - 1;
   const workload::TpChains chains(s);
   const sim::GroupShape tp_group{st.tp, 1, st.tp};
-  const spec::DType dtype = spec::gemm_dtype(st);
-  const spec::EfficiencyCurve& curve = s.cluster.gpu.efficiency(dtype);
+  const scenario::DType dtype = scenario::gemm_dtype(st);
+  const scenario::EfficiencyCurve& curve = s.cluster.gpu.efficiency(dtype);
   double best_dim = 0;  // a measured curve: the point of its best efficiency
   for (const auto& [d, e] : curve.table) {
     if (best_dim == 0 || e > curve.at(best_dim)) best_dim = d;
@@ -210,7 +210,7 @@ double step_time_lower_bound(const spec::Scenario& s, const sim::CostModels& mod
         double bwd = time(u, plan::Phase::backward) + tp_time(u, false);
         if (recompute && unit.recompute_flops > 0) {
           bwd += time(u, plan::Phase::recompute);
-          if (st.recompute == spec::Recompute::full) bwd += tp_time(u, true);
+          if (st.recompute == scenario::Recompute::full) bwd += tp_time(u, true);
         }
         if (c == 0) {
           first_forward += fwd;
@@ -229,7 +229,7 @@ double step_time_lower_bound(const spec::Scenario& s, const sim::CostModels& mod
   return bound;
 }
 
-SearchResult search(const spec::Scenario& base, const SearchOptions& options,
+SearchResult search(const scenario::Scenario& base, const SearchOptions& options,
                     const std::function<void(int, int)>& progress) {
   SearchResult result;
   auto configs = enumerate(base, options, result.invalid);

@@ -9,23 +9,23 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 
 namespace stratagem::tune {
 
 struct SearchOptions {
-  std::vector<spec::Precision> precisions = {spec::Precision::bf16, spec::Precision::fp16,
-                                             spec::Precision::no};
+  std::vector<scenario::Precision> precisions = {scenario::Precision::bf16, scenario::Precision::fp16,
+                                             scenario::Precision::no};
   /// Adds fp8 to `precisions` when the GPU has an fp8 peak (and `precisions` lacks it).
   bool fp8_when_available = true;
   /// The attention kernels to try: flash only unless asked (eager is what old stacks ran).
-  std::vector<spec::Attention> attentions = {spec::Attention::flash};
+  std::vector<scenario::Attention> attentions = {scenario::Attention::flash};
   /// Context parallelism (cp = 2, 4, … over the ranks of a TP index) is tried from this
   /// sequence length on (shorter sequences gain nothing from splitting); 0: never.
   std::int64_t context_parallel_from_seq_len = 16384;
-  std::vector<spec::Recompute> recomputes = {spec::Recompute::none, spec::Recompute::selective,
-                                             spec::Recompute::full};
+  std::vector<scenario::Recompute> recomputes = {scenario::Recompute::none, scenario::Recompute::selective,
+                                             scenario::Recompute::full};
   int max_micro_batch_size = 64;
   int max_pp = 64;
   /// Branch and bound: simulate in order of an upper bound on throughput (from the compute
@@ -40,7 +40,7 @@ struct SearchOptions {
 };
 
 struct Candidate {
-  spec::Scenario scenario;
+  scenario::Scenario scenario;
   std::string label;  ///< "dp 4 × tp 2 SP × pp 2, 1f1b, mbs 2 × 16, zero1, bf16, recompute none"
   double step_time_s = 0;
   double tokens_per_s = 0;
@@ -62,14 +62,14 @@ struct SearchResult {
 
 /// A lower bound on the simulated step time of `scenario` under `models`, without building its
 /// plan (search.cpp says why it holds); 0 when there is none (measured compute models).
-double step_time_lower_bound(const spec::Scenario& scenario, const sim::CostModels& models);
+double step_time_lower_bound(const scenario::Scenario& scenario, const sim::CostModels& models);
 
 /// One line describing a scenario's strategy (used as the label).
-std::string strategy_label(const spec::Scenario& s);
+std::string strategy_label(const scenario::Scenario& s);
 
 /// Searches strategies for `base`'s model, cluster and training (its strategy is ignored).
 /// `progress(done, total)` is called as configurations are evaluated.
-SearchResult search(const spec::Scenario& base, const SearchOptions& options,
+SearchResult search(const scenario::Scenario& base, const SearchOptions& options,
                     const std::function<void(int, int)>& progress = {});
 
 }  // namespace stratagem::tune

@@ -3,10 +3,10 @@
 #include <algorithm>
 
 #include "engine/memory/memory.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/json_reader.hpp"
-#include "engine/spec/parallel_dims.hpp"
-#include "engine/spec/strategy_rewrite.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/json_reader.hpp"
+#include "engine/scenario/parallel_dims.hpp"
+#include "engine/scenario/strategy_rewrite.hpp"
 
 namespace stratagem::tune {
 
@@ -15,7 +15,7 @@ namespace {
 // The pipeline depth pipeline variants use: the largest of 8, 4, 2 that divides the ranks
 // (the world, or its tensor-parallel groups), fits the layers and leaves whole micro-batches for
 // the global batch.
-int pipeline_depth(const spec::Scenario& s, int ranks) {
+int pipeline_depth(const scenario::Scenario& s, int ranks) {
   for (int pp : {8, 4, 2}) {
     if (ranks % pp == 0 && pp <= s.model.layers) return pp;
   }
@@ -25,48 +25,49 @@ int pipeline_depth(const spec::Scenario& s, int ranks) {
 // The tensor-parallel degree the tp and 3d variants use: the largest divisor ≥ 2 of
 // gpus_per_node that divides the heads, kv_heads and ffn_hidden (one TP group per node at
 // most, as Megatron-LM runs it); 0 when there is none.
-int tensor_parallel_degree(const spec::Scenario& s) {
+int tensor_parallel_degree(const scenario::Scenario& s) {
   for (int tp = s.cluster.gpus_per_node; tp >= 2; --tp) {
-    if (s.cluster.gpus_per_node % tp == 0 && !spec::tensor_parallel_model_refusal(s.model, tp)) {
+    if (s.cluster.gpus_per_node % tp == 0 && !scenario::tensor_parallel_model_refusal(s.model, tp)) {
       return tp;
     }
   }
   return 0;
 }
 
-spec::Scenario with(const spec::Scenario& base, int dp, int pp, spec::Schedule schedule,
-                    spec::Sharding sharding, int tp = 1, int cp = 1) {
-  spec::Scenario s = base;
+scenario::Scenario with(const scenario::Scenario& base, int dp, int pp, scenario::Schedule schedule,
+                    scenario::Sharding sharding, int tp = 1, int cp = 1) {
+  scenario::Scenario s = base;
   auto& st = s.strategy;
   st.dp = dp;
   st.pp = pp;
   st.tp = tp;
   st.cp = cp;
-  st.fp8_all_gather = st.fp8_all_gather && spec::fp8_all_gather_allowed(st.precision, sharding);
-  st.sequence_parallel = spec::default_sequence_parallel(tp, s.training.seq_len);
+  st.fp8_all_gather = st.fp8_all_gather && scenario::fp8_all_gather_allowed(st.precision, sharding);
+  st.sequence_parallel = scenario::default_sequence_parallel(tp, s.training.seq_len);
   st.schedule = schedule;
-  st.chunks = schedule == spec::Schedule::interleaved ? 2 : 1;
+  st.chunks = schedule == scenario::Schedule::interleaved ? 2 : 1;
   st.sharding = sharding;
-  st.offload_optimizer = spec::Offload::none;
+  st.offload_optimizer = scenario::Offload::none;
   // Keep the global batch: re-derive the micro-batches for the new data-parallel degree.
-  st.grad_accum = spec::require_grad_accum(s.training.global_batch, st.micro_batch_size, dp);
+  st.grad_accum = static_cast<int>(
+      scenario::require_grad_accum(s.training.global_batch, st.micro_batch_size, dp));
   s.name = base.name;
-  spec::validate(s);
+  scenario::validate(s);
   return s;
 }
 
 // torchtitan's long-context recipe: FSDP over dp × cp with ring attention. The degree is the
 // smallest power of two (up to a node's GPUs) whose scenario fits in memory, else the largest
 // that validates; the sequence must split into 2·cp chunks.
-spec::Scenario context_parallel(const spec::Scenario& base, int world) {
-  std::optional<spec::Scenario> last;
+scenario::Scenario context_parallel(const scenario::Scenario& base, int world) {
+  std::optional<scenario::Scenario> last;
   std::string why = "no context-parallel degree ≥ 2 divides the cluster and 2·cp the sequence";
   for (int cp = 2; cp <= std::min(world, base.cluster.gpus_per_node); cp *= 2) {
     if (world % cp != 0) continue;
     try {
-      spec::Scenario s = base;
-      s.strategy.attention = spec::Attention::flash;
-      s = with(s, world / cp, 1, spec::Schedule::one_f_one_b, spec::Sharding::fsdp_full_shard, 1,
+      scenario::Scenario s = base;
+      s.strategy.attention = scenario::Attention::flash;
+      s = with(s, world / cp, 1, scenario::Schedule::one_f_one_b, scenario::Sharding::fsdp_full_shard, 1,
                cp);
       if (memory::estimate_memory(s).fits) return s;
       last = s;
@@ -92,7 +93,7 @@ std::vector<std::string> default_variants() {
   return {"ddp", "zero1", "zero2", "zero3", "fsdp", "gpipe", "1f1b", "interleaved"};
 }
 
-std::vector<Variant> make_variants(const spec::Scenario& base,
+std::vector<Variant> make_variants(const scenario::Scenario& base,
                                    const std::vector<std::string>& names) {
   std::vector<Variant> out;
   const int world = base.world_size();
@@ -100,7 +101,7 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
     const auto& known = variant_names();
     if (std::find(known.begin(), known.end(), name) == known.end()) {
       std::string msg = "unknown strategy '" + name + "'";
-      const std::string hint = spec::closest(name, known);
+      const std::string hint = scenario::closest(name, known);
       if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
       std::string list;
       for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
@@ -109,8 +110,8 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
     Variant v;
     v.name = name;
     try {
-      using spec::Schedule;
-      using spec::Sharding;
+      using scenario::Schedule;
+      using scenario::Sharding;
       const int pp = pipeline_depth(base, world);
       // Pipelines keep the base's optimizer sharding when a pipeline allows it (none/zero1).
       const Sharding pipe_sharding =
@@ -133,21 +134,21 @@ std::vector<Variant> make_variants(const spec::Scenario& base,
         v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::fsdp_hybrid_shard);
       } else if (name == "offload") {
         auto s = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero2);
-        s.strategy.offload_optimizer = spec::Offload::cpu;
-        spec::validate(s);
+        s.strategy.offload_optimizer = scenario::Offload::cpu;
+        scenario::validate(s);
         v.scenario = s;
       } else if (name == "cp") {
         v.scenario = context_parallel(base, world);
       } else if (name == "fp8") {
         // The scenario as written with the blocks' linear layers in fp8 (Transformer Engine;
         // torchao's float8 all-gather where parameters are sharded).
-        spec::Scenario s = base;
-        s.strategy.precision = spec::Precision::fp8;
+        scenario::Scenario s = base;
+        s.strategy.precision = scenario::Precision::fp8;
         s.strategy.loss_scale = {};
         s.strategy.tf32 = false;
         s.strategy.fp8_all_gather =
-            spec::fp8_all_gather_allowed(s.strategy.precision, s.strategy.sharding);
-        spec::validate(s);
+            scenario::fp8_all_gather_allowed(s.strategy.precision, s.strategy.sharding);
+        scenario::validate(s);
         v.scenario = s;
       } else if (name == "tp" || name == "3d") {
         const int tp = tensor_parallel_degree(base);

@@ -5,13 +5,13 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::tune {
 
 struct Variant {
   std::string name;
-  std::optional<spec::Scenario> scenario;  ///< empty when the variant is invalid here
+  std::optional<scenario::Scenario> scenario;  ///< empty when the variant is invalid here
   std::string error;                       ///< why it is invalid
 };
 
@@ -26,7 +26,7 @@ const std::vector<std::string>& variant_names();
 /// The default list for `compare` without --strategies.
 std::vector<std::string> default_variants();
 /// Builds each variant; unknown names throw SpecError (path "--strategies").
-std::vector<Variant> make_variants(const spec::Scenario& base,
+std::vector<Variant> make_variants(const scenario::Scenario& base,
                                    const std::vector<std::string>& names);
 
 }  // namespace stratagem::tune

@@ -7,9 +7,9 @@
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/json_reader.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/json_reader.hpp"
+#include "engine/scenario/units.hpp"
 #include "sim/simulate.hpp"
 
 namespace stratagem::tune {
@@ -19,8 +19,8 @@ std::vector<MeasuredRun> load_measured_runs(const std::string& file) {
   std::error_code ec;
   if (!fs::exists(file, ec)) throw SpecError(file, "no such file");
   if (!fs::is_regular_file(file, ec)) throw SpecError(file, "not a regular file");
-  if (fs::file_size(file, ec) > spec::kMaxJsonBytes) {
-    throw SpecError(file, "larger than " + std::to_string(spec::kMaxJsonBytes >> 20) + " MiB");
+  if (fs::file_size(file, ec) > scenario::kMaxJsonBytes) {
+    throw SpecError(file, "larger than " + std::to_string(scenario::kMaxJsonBytes >> 20) + " MiB");
   }
   std::ifstream in(file);
   std::vector<MeasuredRun> runs;
@@ -28,14 +28,14 @@ std::vector<MeasuredRun> load_measured_runs(const std::string& file) {
   for (int n = 1; std::getline(in, line); ++n) {
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = file + ":" + std::to_string(n);
-    const nlohmann::json j = spec::parse_json_text(line, where);
+    const nlohmann::json j = scenario::parse_json_text(line, where);
     try {
-      spec::ObjectReader r(j, "");
+      scenario::ObjectReader r(j, "");
       r.allow({"notes"});
       MeasuredRun run;
       run.id = r.string("id");
-      run.scenario = spec::parse_scenario(r.at("scenario"), run.id);
-      spec::ObjectReader m(r.at("measured"), "measured");
+      run.scenario = scenario::parse_scenario(r.at("scenario"), run.id);
+      scenario::ObjectReader m(r.at("measured"), "measured");
       m.allow({"model_tflops_per_gpu", "mfu", "source"});
       if (m.has("tokens_per_s_per_gpu")) {
         run.tokens_per_s_per_gpu = m.number("tokens_per_s_per_gpu", 1e-9, 1e12);
@@ -97,15 +97,15 @@ ErrorSummary summarize(const std::vector<RunComparison>& rows) {
   return s;
 }
 
-std::string strategy_family(const spec::StrategySpec& st) {
-  std::string f = spec::to_string(st.sharding);
+std::string strategy_family(const scenario::StrategySpec& st) {
+  std::string f = scenario::to_string(st.sharding);
   if (st.tp > 1) f += " + tp";
   if (st.cp > 1) f += " + cp";
   if (st.pp > 1) f += " + pipeline";
   return f;
 }
 
-RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
+RunComparison predict_measured(const MeasuredRun& run, const scenario::Scenario& s,
                                const plan::StepPlan& plan, const sim::CostOptions& options) {
   const auto result = sim::simulate(plan, s, options);
   RunComparison c;
@@ -134,7 +134,7 @@ std::vector<RunComparison> compare_with_measured(const std::vector<MeasuredRun>&
   const int total = static_cast<int>(runs.size());
   for (int i = 0; i < total; ++i) {
     if (progress) progress(i, total);
-    const spec::Scenario& s = runs[i].scenario;
+    const scenario::Scenario& s = runs[i].scenario;
     out.push_back(predict_measured(runs[i], s, plan::build_plan(s), options));
   }
   if (progress) progress(total, total);

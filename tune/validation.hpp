@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "engine/plan/plan.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 
 namespace stratagem::tune {
 
 struct MeasuredRun {
   std::string id;
-  spec::Scenario scenario;
+  scenario::Scenario scenario;
   double tokens_per_s_per_gpu = 0;  ///< 0 when the step time was given instead
   double step_time_s = 0;           ///< 0 when tokens/s per GPU was given instead
   std::optional<double> peak_memory_GiB;
@@ -48,10 +48,10 @@ struct ErrorSummary {
 ErrorSummary summarize(const std::vector<RunComparison>& rows);
 
 /// "FULL_SHARD", "zero1 + pipeline", "tp × pp", …: the strategy's family for grouping.
-std::string strategy_family(const spec::StrategySpec& st);
+std::string strategy_family(const scenario::StrategySpec& st);
 
 /// Simulates one run as `s` (its scenario, or a variant with the same plan) describes it.
-RunComparison predict_measured(const MeasuredRun& run, const spec::Scenario& s,
+RunComparison predict_measured(const MeasuredRun& run, const scenario::Scenario& s,
                                const plan::StepPlan& plan, const sim::CostOptions& options = {});
 
 /// Simulates each run (the given cost options) and compares; `progress(done, total)` per run.

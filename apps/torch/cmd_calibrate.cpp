@@ -22,8 +22,8 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/measure/device_bench.hpp"
 #include "engine/launch/dist_env.hpp"
-#include "engine/spec/host.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/host.hpp"
+#include "engine/scenario/profile.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -31,7 +31,7 @@ namespace {
 struct CalibrateArgs {
   std::string output;
   bool quick = false;
-  bool host = false;  ///< write to this host's cache (engine/spec/host.hpp)
+  bool host = false;  ///< write to this host's cache (engine/scenario/host.hpp)
   std::string name;
   std::vector<std::string> scenarios;
   std::string backend;
@@ -79,7 +79,7 @@ int run_rank(const CalibrateArgs& a) {
     runtime::keep_freed_host_memory();  // as the workers run
   }
   for (const auto& sc : a.scenarios) {
-    const spec::Scenario s = spec::load_scenario(sc);
+    const scenario::Scenario s = scenario::load_scenario(sc);
     for (const auto& g : runtime::model_gemms(s)) o.extra_gemms.push_back(g);
     o.unit_scenarios.push_back(s);
   }
@@ -99,7 +99,7 @@ int run_rank(const CalibrateArgs& a) {
   });
   comm->barrier({});
   if (printer) {
-    spec::save_profile(profile, a.output);
+    scenario::save_profile(profile, a.output);
     std::cout << "wrote " << a.output << " (\"" << profile.name << "\", " << std::setprecision(3)
               << profile.machine.duration_s << " s)";
     if (!a.host) std::cout << "; use it with: stratagem sim <scenario> --profile " << a.output;
@@ -115,7 +115,7 @@ int run_host(CalibrateArgs& a) {
   if (!a.output.empty()) throw SpecError("--host", "writes this host's cache; drop -o");
   if (!a.scenarios.empty()) throw SpecError("--host", "measures the device only; drop --scenario");
   if (backend_of(a) != "gloo") throw SpecError("--host", "measures the CPU: use --backend gloo");
-  const std::filesystem::path path = spec::host_profile_path(a.launch.num_processes);
+  const std::filesystem::path path = scenario::host_profile_path(a.launch.num_processes);
   std::error_code ec;
   std::filesystem::create_directories(path.parent_path(), ec);
   if (ec) throw RuntimeError("cannot create " + path.parent_path().string() + ": " + ec.message());
@@ -123,7 +123,7 @@ int run_host(CalibrateArgs& a) {
   a.output = tmp;
   a.quick = true;
   if (a.name.empty()) {
-    a.name = "cpu x" + std::to_string(a.launch.num_processes) + " (gloo), " + spec::hostname();
+    a.name = "cpu x" + std::to_string(a.launch.num_processes) + " (gloo), " + scenario::hostname();
   }
   std::cout << "measuring this host's CPU with " << a.launch.num_processes
             << " processes for " << path.string() << std::endl;
@@ -143,7 +143,7 @@ int run(CalibrateArgs& a) {
   if (a.host) return run_host(a);
   if (a.output.empty()) throw SpecError("-o", "give the profile to write (-o profile.json) or --host");
   (void)backend_of(a);
-  for (const auto& sc : a.scenarios) (void)spec::load_scenario(sc);
+  for (const auto& sc : a.scenarios) (void)scenario::load_scenario(sc);
   return launch_self(a.launch, rank_argv(a));
 }
 

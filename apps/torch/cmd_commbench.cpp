@@ -91,16 +91,16 @@ int run_rank(const BenchArgs& a) {
   }
   runtime::CommBenchOptions o;
   o.dtype = runtime::parse_bench_dtype(a.dtype, "-d");
-  o.sizes = spec::size_sweep(spec::parse_size(a.min_bytes, "-b"),
-                             spec::parse_size(a.max_bytes, "-e"), a.factor);
+  o.sizes = scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"),
+                             scenario::parse_size(a.max_bytes, "-e"), a.factor);
   o.warmup = a.warmup;
   o.iters = a.iters;
   o.check = a.check != 0;
   o.root = a.root;
   o.device = device;
   o.fault_rank = a.inject_wrong;
-  std::vector<spec::CommOp> ops;
-  for (const auto& name : a.ops) ops.push_back(spec::parse_comm_op(name, "--op"));
+  std::vector<scenario::CommOp> ops;
+  for (const auto& name : a.ops) ops.push_back(scenario::parse_comm_op(name, "--op"));
 
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
   auto comm = runtime::make_communicator(env, backend, timeout);
@@ -123,7 +123,7 @@ int run_rank(const BenchArgs& a) {
                         {"iters", o.iters},
                         {"ops", nlohmann::json::array()}};
   std::int64_t wrong = 0;
-  for (spec::CommOp op : ops) {
+  for (scenario::CommOp op : ops) {
     o.op = op;
     if (printer) std::cout << "#\n" << runtime::commbench_header(o, env.world_size) << std::flush;
     const auto rows = runtime::run_commbench(*comm, o, [&](const runtime::CommBenchRow& row) {
@@ -151,9 +151,9 @@ int run(BenchArgs& a) {
   // Check the flags here rather than in every rank.
   (void)backend_of(a);
   (void)runtime::parse_bench_dtype(a.dtype, "-d");
-  (void)spec::size_sweep(spec::parse_size(a.min_bytes, "-b"), spec::parse_size(a.max_bytes, "-e"),
+  (void)scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"), scenario::parse_size(a.max_bytes, "-e"),
                          a.factor);
-  for (const auto& name : a.ops) (void)spec::parse_comm_op(name, "--op");
+  for (const auto& name : a.ops) (void)scenario::parse_comm_op(name, "--op");
   if (a.root < 0 || a.root >= a.launch.num_processes * a.launch.num_machines) {
     throw SpecError("--root", "must be a rank of the job");
   }

@@ -14,8 +14,8 @@
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
 #include "engine/launch/launcher.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::cli {
 namespace {
@@ -34,7 +34,7 @@ int run(RunArgs& a) {
   const int world = l.num_processes * l.num_machines;
   // Check the job's shape before starting anyone: the workers would all fail alike.
   const bool cpu = a.worker.args.cpu || !at::hasCUDA();
-  const spec::Scenario s =
+  const scenario::Scenario s =
       runtime::job_scenario(a.worker.args, cpu, l.num_machines, l.num_processes, false);
   if (s.world_size() != world) {
     throw SpecError(

@@ -20,8 +20,8 @@
 #include "apps/host_profile.hpp"
 #include "apps/torch/real_runs.hpp"
 #include "engine/result/metrics.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/profile.hpp"
 #include "sim/simulate.hpp"
 #include "tune/search.hpp"
 #include "tune/strategy_variants.hpp"
@@ -72,17 +72,17 @@ double standard_error(const std::vector<double>& v) {
 /// The units every run of a shape timed (--fresh-units), averaged: the compute cost over the
 /// same minutes as the measured steps, so the machine's drift since `calibrate` and one run's
 /// noise both drop out.
-std::map<std::string, spec::MeasuredUnits> pooled_units(
+std::map<std::string, scenario::MeasuredUnits> pooled_units(
     const std::vector<std::vector<result::RunResult>>& runs) {
-  std::map<std::string, std::vector<spec::MeasuredUnits>> by_shape;
+  std::map<std::string, std::vector<scenario::MeasuredUnits>> by_shape;
   for (const auto& scenario_runs : runs) {
     for (const auto& r : scenario_runs) {
       for (const auto& u : r.scenario.cluster.gpu.measured_units) by_shape[u.shape].push_back(u);
     }
   }
-  std::map<std::string, spec::MeasuredUnits> out;
+  std::map<std::string, scenario::MeasuredUnits> out;
   for (const auto& [shape, list] : by_shape) {
-    out[shape] = spec::average_units(list, /*between_is_rank=*/false);
+    out[shape] = scenario::average_units(list, /*between_is_rank=*/false);
   }
   return out;
 }
@@ -90,15 +90,15 @@ std::map<std::string, spec::MeasuredUnits> pooled_units(
 /// One scenario's real runs (one per round; the first is reported op by op) against its
 /// simulation.
 Outcome report(const std::string& label, const std::vector<result::RunResult>& runs, const Args& a,
-               const std::optional<spec::HardwareProfile>& profile,
-               const std::map<std::string, spec::MeasuredUnits>& fresh) {
+               const std::optional<scenario::HardwareProfile>& profile,
+               const std::map<std::string, scenario::MeasuredUnits>& fresh) {
   const result::RunResult& real = runs.front();
   // Simulate what ran: the executed scenario (its measured devices), the profile's hardware.
-  spec::Scenario simulated = real.scenario;
-  if (profile) spec::apply_profile(simulated, *profile);
+  scenario::Scenario simulated = real.scenario;
+  if (profile) scenario::apply_profile(simulated, *profile);
   // With --fresh-units the units timed around the runs replace the profile's for this shape;
   // the profile's network and overlap stay.
-  const auto it = fresh.find(spec::unit_shape_key(simulated));
+  const auto it = fresh.find(scenario::unit_shape_key(simulated));
   if (it != fresh.end()) {
     auto& units = simulated.cluster.gpu.measured_units;
     units.insert(units.begin(), it->second);
@@ -237,10 +237,10 @@ int run(Args& a) {
   if (a.real.work_dir.empty()) a.real.work_dir = default_work_dir("validate");
   // Every round runs every scenario, so slow drifts of the machine hit all of them alike.
   std::vector<std::string> labels;
-  std::vector<spec::Scenario> asked;
+  std::vector<scenario::Scenario> asked;
   for (const auto& s : a.scenarios) {
     labels.push_back(std::filesystem::path(s).stem().string());
-    asked.push_back(on_local_processes(spec::load_scenario(s), a.real.num_processes));
+    asked.push_back(on_local_processes(scenario::load_scenario(s), a.real.num_processes));
   }
   // On CPUs the simulation defaults to this host's measured profile (apps/host_profile.hpp):
   // the device and Gloo's collectives as they ran here, not the shipped preset's figures.
@@ -260,8 +260,8 @@ int run(Args& a) {
   } else if (a.recalibrate) {
     throw SpecError("--recalibrate", "measures this host's CPU: add --cpu");
   }
-  std::optional<spec::HardwareProfile> profile;
-  if (!a.profile.empty()) profile = spec::load_profile(a.profile);
+  std::optional<scenario::HardwareProfile> profile;
+  if (!a.profile.empty()) profile = scenario::load_profile(a.profile);
   std::vector<std::vector<result::RunResult>> runs(asked.size());
   for (int round = 0; round < a.rounds; ++round) {
     for (std::size_t i = 0; i < asked.size(); ++i) {

@@ -2,7 +2,7 @@
 // torchrun, Slurm, mpirun or `stratagem run` started (see engine/launch/dist_env.hpp).
 #include "apps/command.hpp"
 #include "apps/torch/worker_flags.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 namespace {

@@ -7,7 +7,7 @@
 #include "apps/command.hpp"
 #include "apps/compare_table.hpp"
 #include "apps/torch/real_runs.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tune/strategy_variants.hpp"
 
 namespace stratagem::cli {
@@ -21,13 +21,13 @@ struct Options {
 };
 
 int run(Options& o) {
-  const auto base = on_local_processes(spec::load_scenario(o.scenario), o.real.num_processes);
+  const auto base = on_local_processes(scenario::load_scenario(o.scenario), o.real.num_processes);
   const auto names = o.strategies.empty() ? tune::default_variants() : o.strategies;
   const auto variants = tune::make_variants(base, names);
   if (o.real.work_dir.empty()) o.real.work_dir = default_work_dir("compare");
   CompareTable table;
   std::string hardware;
-  spec::Scenario shown = base;  // the header and MFU footer: the devices as the runs measured
+  scenario::Scenario shown = base;  // the header and MFU footer: the devices as the runs measured
   for (const auto& v : variants) {
     if (!v.scenario) {
       table.add_invalid(v.name, v.error);

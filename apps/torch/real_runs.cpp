@@ -10,7 +10,7 @@
 #include "apps/torch/self_launch.hpp"
 #include "apps/torch/worker_flags.hpp"
 #include "engine/launch/launcher.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 
@@ -20,10 +20,10 @@ std::string default_work_dir(const std::string& what) {
       .string();
 }
 
-spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes) {
+scenario::Scenario on_local_processes(const scenario::Scenario& scenario, int processes) {
   if (processes < 1) throw SpecError("--num_processes", "must be >= 1");
   runtime::check_runtime_strategy(scenario.strategy);
-  spec::Scenario s = scenario;
+  scenario::Scenario s = scenario;
   if (s.world_size() == processes && s.cluster.nodes == 1) return s;
   s.cluster.nodes = 1;
   s.cluster.gpus_per_node = processes;
@@ -32,7 +32,7 @@ spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes)
   st.dp = processes / st.pp;
   st.grad_accum = 0;  // validate derives it from the global batch
   try {
-    spec::validate(s);
+    scenario::validate(s);
   } catch (const SpecError& e) {
     throw SpecError("--num_processes", "reshaped to dp " + std::to_string(st.dp) + " × pp " +
                                            std::to_string(st.pp) + ": " + e.what());
@@ -40,7 +40,7 @@ spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes)
   return s;
 }
 
-result::RunResult run_for_real(const spec::Scenario& scenario, const std::string& label,
+result::RunResult run_for_real(const scenario::Scenario& scenario, const std::string& label,
                                const RealRunOptions& o) {
   namespace fs = std::filesystem;
   fs::create_directories(o.work_dir);
@@ -48,7 +48,7 @@ result::RunResult run_for_real(const spec::Scenario& scenario, const std::string
   const std::string result_file = (fs::path(o.work_dir) / (label + ".real.json")).string();
   {
     std::ofstream f(scenario_file);
-    f << spec::to_json(scenario).dump(2) << "\n";
+    f << scenario::to_json(scenario).dump(2) << "\n";
     if (!f) throw RuntimeError("cannot write " + scenario_file);
   }
   std::error_code ec;

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "engine/result/result.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::cli {
 
@@ -21,7 +21,7 @@ struct RealRunOptions {
 /// Writes `scenario` to work_dir/<label>.scenario.json, trains it for real and returns the
 /// RunResult (also left in work_dir/<label>.real.json). Throws RuntimeError naming the label
 /// and the failing rank when the job fails.
-result::RunResult run_for_real(const spec::Scenario& scenario, const std::string& label,
+result::RunResult run_for_real(const scenario::Scenario& scenario, const std::string& label,
                                const RealRunOptions& options);
 
 /// A fresh directory for a command's runs: <temp>/stratagem-<what>-<pid>.
@@ -30,6 +30,6 @@ std::string default_work_dir(const std::string& what);
 /// A scenario reshaped to `processes` local processes: one node of that many devices, and the
 /// strategy's dp set to processes / pp (pp kept when it divides, else 1). Unchanged if it
 /// already has that world size.
-spec::Scenario on_local_processes(const spec::Scenario& scenario, int processes);
+scenario::Scenario on_local_processes(const scenario::Scenario& scenario, int processes);
 
 }  // namespace stratagem::cli

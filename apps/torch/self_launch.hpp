@@ -12,7 +12,7 @@
 
 #include "engine/launch/dist_env.hpp"
 #include "engine/launch/launcher.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 

@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 
 #include "apps/torch/worker_main.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::cli {
 

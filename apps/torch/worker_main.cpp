@@ -28,29 +28,29 @@
 #include "engine/runtime/threads.hpp"
 #include "engine/measure/unit_timing.hpp"
 #include "engine/runtime/worker.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/json_reader.hpp"
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/json_reader.hpp"
+#include "engine/scenario/presets.hpp"
 
 namespace stratagem::runtime {
 
 namespace {
 
 nlohmann::json scenario_json(const std::string& file_or_name) {
-  // The same lookup as spec::load_scenario: a file, else a shipped scenario's name.
+  // The same lookup as scenario::load_scenario: a file, else a shipped scenario's name.
   std::error_code ec;
-  if (std::filesystem::exists(file_or_name, ec)) return spec::read_json_file(file_or_name);
+  if (std::filesystem::exists(file_or_name, ec)) return scenario::read_json_file(file_or_name);
   if (file_or_name.find('/') != std::string::npos ||
       file_or_name.find(".json") != std::string::npos) {
     throw SpecError(file_or_name, "no such file");
   }
-  return spec::parse_json_text(spec::shipped_scenario_text(file_or_name), file_or_name + ".json");
+  return scenario::parse_json_text(scenario::shipped_scenario_text(file_or_name), file_or_name + ".json");
 }
 
-spec::Precision parse_precision(const std::string& s) {
-  if (s == "no") return spec::Precision::no;
-  if (s == "fp16") return spec::Precision::fp16;
-  if (s == "bf16") return spec::Precision::bf16;
+scenario::Precision parse_precision(const std::string& s) {
+  if (s == "no") return scenario::Precision::no;
+  if (s == "fp16") return scenario::Precision::fp16;
+  if (s == "bf16") return scenario::Precision::bf16;
   throw SpecError("--mixed_precision", "expected no, fp16 or bf16, got \"" + s + "\"");
 }
 
@@ -152,7 +152,7 @@ std::string progress_line(std::int64_t step, std::int64_t steps, double loss, do
   return s.str();
 }
 
-spec::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int processes_per_node,
+scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int processes_per_node,
                             bool measure_device) {
   nlohmann::json j = scenario_json(args.scenario);
   if (!j.is_object()) throw SpecError(args.scenario, "a scenario is a JSON object");
@@ -173,7 +173,7 @@ spec::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int 
     // Each worker process plays one device of a CPU "cluster"; the links stay the scenario's
     // (the runtime does not read them).
     if (!j.contains("cluster")) throw SpecError("cluster", "missing required key");
-    const auto original = spec::resolve_preset(spec::PresetKind::cluster, j["cluster"], "cluster");
+    const auto original = scenario::resolve_preset(scenario::PresetKind::cluster, j["cluster"], "cluster");
     nlohmann::json c = {{"name", "cpu"},
                         {"nodes", nodes},
                         {"gpus_per_node", processes_per_node},
@@ -182,10 +182,10 @@ spec::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int 
       if (original.contains(link)) c[link] = original[link];
     }
     if (!c.contains("inter_node") && c.contains("intra_node")) c["inter_node"] = c["intra_node"];
-    if (measure_device) c["gpu"] = spec::to_json(measure_cpu_device(processes_per_node));
+    if (measure_device) c["gpu"] = scenario::to_json(measure_cpu_device(processes_per_node));
     j["cluster"] = c;
   }
-  spec::Scenario parsed = spec::parse_scenario(j, args.scenario);
+  scenario::Scenario parsed = scenario::parse_scenario(j, args.scenario);
   check_runtime_strategy(parsed.strategy);
   return parsed;
 }
@@ -201,7 +201,7 @@ int run_worker(const WorkerArgs& args) {
     set_cpu_threads(cpu_threads_per_process(env.local_world_size));
     keep_freed_host_memory();
   }
-  spec::Scenario scenario =
+  scenario::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
   Heartbeat::progress("rendezvous at " + env.master_addr + ":" + std::to_string(env.master_port));

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::runtime {
 
@@ -41,7 +41,7 @@ struct WorkerArgs {
 /// speed is measured here (sustained fp32/bf16 matmul rate and copy bandwidth of this
 /// process's share of the machine), so MFU is relative to what this machine can do; without,
 /// the scenario's GPU description stays (enough to check the job's shape before starting it).
-spec::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int processes_per_node,
+scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int processes_per_node,
                             bool measure_device);
 
 /// Runs this process's rank to the end; returns the exit code (errors are thrown).

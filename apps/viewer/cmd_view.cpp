@@ -3,7 +3,7 @@
 #include <sstream>
 
 #include "apps/command.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tune/strategy_variants.hpp"
 #include "viz/model/time_axis.hpp"
 #include "viz/ui/viewer.hpp"

@@ -24,7 +24,7 @@
 #include "engine/runtime/executor.hpp"
 #include "engine/comm/inproc_communicator.hpp"
 #include "engine/runtime/threads.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace {
 
@@ -32,9 +32,9 @@ using namespace stratagem;
 
 // The validation model on one process: scenarios/validate-cpu-ddp.json with dp 1 (4
 // micro-batches of 4 sequences of 128 tokens).
-spec::Scenario bench_scenario() {
-  spec::Scenario s =
-      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
+scenario::Scenario bench_scenario() {
+  scenario::Scenario s =
+      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
   s.strategy.dp = 1;
   s.strategy.grad_accum = 4;
   s.cluster.gpus_per_node = 1;
@@ -71,7 +71,7 @@ struct BlockImpl : torch::nn::Module {
 TORCH_MODULE(Block);
 
 struct GptImpl : torch::nn::Module {
-  explicit GptImpl(const spec::ModelSpec& m)
+  explicit GptImpl(const scenario::ModelSpec& m)
       : wte(register_module("wte", torch::nn::Embedding(m.vocab, m.hidden))),
         wpe(register_module("wpe", torch::nn::Embedding(m.max_positions, m.hidden))),
         lnf(register_module("lnf", torch::nn::LayerNorm(torch::nn::LayerNormOptions({m.hidden})))),
@@ -100,7 +100,7 @@ struct GptImpl : torch::nn::Module {
 };
 TORCH_MODULE(Gpt);
 
-void set_counters(benchmark::State& state, const spec::Scenario& s) {
+void set_counters(benchmark::State& state, const scenario::Scenario& s) {
   state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(s.tokens_per_step()),
                                                   benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -108,7 +108,7 @@ void set_counters(benchmark::State& state, const spec::Scenario& s) {
 void BM_PlainLibTorchLoop(benchmark::State& state) {
   runtime::set_cpu_threads(1);
   torch::manual_seed(1);
-  const spec::Scenario s = bench_scenario();
+  const scenario::Scenario s = bench_scenario();
   Gpt model(s.model);
   torch::optim::AdamW opt(model->parameters(), torch::optim::AdamWOptions(1e-3).weight_decay(0.01));
   const std::int64_t mb = s.strategy.micro_batch_size, seq = s.training.seq_len;
@@ -128,7 +128,7 @@ BENCHMARK(BM_PlainLibTorchLoop)->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 void BM_ExecutorStep(benchmark::State& state) {
   runtime::set_cpu_threads(1);
-  const spec::Scenario s = bench_scenario();
+  const scenario::Scenario s = bench_scenario();
   const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
   auto comms = runtime::make_inproc_world(1, std::chrono::seconds(60));
   const auto data = runtime::make_synthetic_data(s.model.vocab, 1);
@@ -141,7 +141,7 @@ void BM_ExecutorStep(benchmark::State& state) {
 BENCHMARK(BM_ExecutorStep)->Unit(benchmark::kMillisecond)->MinTime(5.0);
 
 void BM_ExecutorStepTp(benchmark::State& state) {
-  spec::Scenario s = bench_scenario();
+  scenario::Scenario s = bench_scenario();
   s.strategy.tp = 2;
   s.strategy.sequence_parallel = true;
   s.cluster.gpus_per_node = 2;

@@ -14,8 +14,8 @@
 #include "engine/comm/torch_compat.hpp"
 #include "engine/launch/heartbeat.hpp"
 #include "engine/runtime/host_memory.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/parallel_dims.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/parallel_dims.hpp"
 
 namespace stratagem::accelerate {
 
@@ -104,7 +104,7 @@ Accelerator::Accelerator(AcceleratorOptions options)
   } else {
     comm_ = runtime::make_communicator(env_, device_.is_cuda() ? "nccl" : "gloo", options_.timeout);
   }
-  if (options_.mixed_precision == spec::Precision::fp16) {
+  if (options_.mixed_precision == scenario::Precision::fp16) {
     scaler_ = std::make_unique<runtime::DynamicLossScaler>(options_.loss_scale);
   }
   mark_s_ = tracer_.now();
@@ -168,7 +168,7 @@ void Accelerator::prepare_tensor_parallel(torch::nn::Module& module) {
   // equal TP index.
   tp_.comm = comm_.get();
   tp_.size = tp;
-  const spec::MeshShape mesh{.dp = dp_size(), .pp = 1, .tp = tp, .cp = 1};
+  const scenario::MeshShape mesh{.dp = dp_size(), .pp = 1, .tp = tp, .cp = 1};
   tp_.index = mesh.coord_of(env_.rank).tp;
   tp_.group.ranks.clear();
   for (int i = 0; i < tp; ++i) tp_.group.ranks.push_back(mesh.rank_of(0, dp_index(), i));
@@ -192,13 +192,13 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
                         " processes (a multiple of the stages: one stage per process, "
                         "processes / stages data-parallel pipelines)");
   }
-  if (options_.sharding != spec::Sharding::none && options_.sharding != spec::Sharding::zero1) {
+  if (options_.sharding != scenario::Sharding::none && options_.sharding != scenario::Sharding::zero1) {
     // As DeepSpeed: a stage accumulates full gradients over its micro-batches, so only the
     // optimizer states can be sharded (the scenario format refuses the same).
     throw SpecError(
         "STRATAGEM_SHARDING",
         "a pipeline shards only optimizer states (ZeRO-1) over a stage's replicas, not " +
-            std::string(spec::to_string(options_.sharding)));
+            std::string(scenario::to_string(options_.sharding)));
   }
   pipeline_ = std::make_unique<Pipeline>(model, *comm_, tracer_, options_, device_);
   if (options_.measure_model) pipeline_->set_measurer(&measurer_, activation_element_bytes());
@@ -265,18 +265,18 @@ void Accelerator::add_loader(DataLoaderBase& loader, const std::string& name) {
 
 void Accelerator::set_autocast(bool on) {
   std::optional<at::ScalarType> dtype;
-  if (on && options_.mixed_precision == spec::Precision::bf16 &&
+  if (on && options_.mixed_precision == scenario::Precision::bf16 &&
       (device_.is_cuda() || runtime::compat::cpu_bf16_autocast_works())) {
     dtype = at::kBFloat16;
   }
   // fp16 autocast exists on CUDA only in LibTorch 1.13 (and bf16 on a CPU is unusable there,
   // see torch_compat.hpp): on a CPU they are emulated in the gradients (data_parallel.cpp,
   // rounded through the 16-bit type before they are communicated) with an fp32 forward.
-  if (on && options_.mixed_precision == spec::Precision::fp16 && device_.is_cuda()) {
+  if (on && options_.mixed_precision == scenario::Precision::fp16 && device_.is_cuda()) {
     dtype = at::kHalf;
   }
   autocast_on_ = on;
-  if (!on && options_.mixed_precision == spec::Precision::no) return;
+  if (!on && options_.mixed_precision == scenario::Precision::no) return;
   runtime::compat::set_autocast(device_.type(), dtype);
 }
 
@@ -303,7 +303,7 @@ void Accelerator::mark_forward_start() {
 
 double Accelerator::activation_element_bytes() const {
   // fp32 unless autocast runs the forward in 16 bits (CUDA; on a CPU 16 bits are emulated).
-  return device_.is_cuda() && options_.mixed_precision != spec::Precision::no ? 2.0 : 4.0;
+  return device_.is_cuda() && options_.mixed_precision != scenario::Precision::no ? 2.0 : 4.0;
 }
 
 

@@ -331,7 +331,7 @@ class Accelerator {
   void check_usage(UsagePoint at);
   /// load_state: the schedulers' step counts replayed (scheduler.hpp).
   void restore_schedulers(const nlohmann::json& header);
-  spec::Scenario scenario(const ExportOptions* where) const;
+  scenario::Scenario scenario(const ExportOptions* where) const;
 
   AcceleratorOptions options_;
   runtime::DistEnv env_;
@@ -377,7 +377,7 @@ class Accelerator {
   std::int64_t optimizer_steps_ = 0;
   double mark_s_ = 0;           ///< the current forward's start (trace)
   ModelMeasurer measurer_;
-  std::optional<spec::MeasuredModel> measured_;  ///< gather_measurement()'s
+  std::optional<scenario::MeasuredModel> measured_;  ///< gather_measurement()'s
   std::vector<double> losses_;  ///< per optimizer step, this process's summed micro-step losses
   double step_loss_ = 0;
   std::int64_t samples_per_step_ = 0;

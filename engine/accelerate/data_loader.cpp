@@ -4,7 +4,7 @@
 #include <numeric>
 #include <random>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 

@@ -8,7 +8,7 @@
 #include <torch/optim.h>
 
 #include "engine/comm/torch_compat.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 
@@ -81,12 +81,12 @@ DataParallel::DataParallel(torch::nn::Module& model,
                                                               group_.ranks.end(), comm.rank()) -
                                                     group_.ranks.begin())),
       watcher_(std::make_unique<WorkWatcher>()) {
-  using spec::Sharding;
+  using scenario::Sharding;
   fsdp_ = sharding_ == Sharding::fsdp_full_shard || sharding_ == Sharding::fsdp_shard_grad_op;
   sharded_ = sharding_ != Sharding::none;
   staged_ = sharding_ == Sharding::zero2 || fsdp_;
   if (sharding_ == Sharding::zero3 || sharding_ == Sharding::fsdp_hybrid_shard) {
-    throw SpecError("sharding", std::string(spec::to_string(sharding_)) +
+    throw SpecError("sharding", std::string(scenario::to_string(sharding_)) +
                                     " is not available in the Accelerator (use FULL_SHARD)");
   }
   if (rank_ >= world_) throw SpecError("group", "this process is not in its data-parallel group");
@@ -216,13 +216,13 @@ void DataParallel::on_grad(std::size_t g, std::size_t i) {
 void DataParallel::launch(std::size_t g) {
   FlatGroup& G = groups_[g];
   G.launched = true;
-  if (options_.mixed_precision != spec::Precision::no && G.grad.scalar_type() == at::kFloat) {
+  if (options_.mixed_precision != scenario::Precision::no && G.grad.scalar_type() == at::kFloat) {
     // 16-bit gradients where parameters stay fp32: values round to fp16 / bf16 as they would
     // be communicated, and fp16 overflows to inf, which the loss scaler then sees.
     G.grad.copy_(
-        G.grad.to(options_.mixed_precision == spec::Precision::fp16 ? at::kHalf : at::kBFloat16));
+        G.grad.to(options_.mixed_precision == scenario::Precision::fp16 ? at::kHalf : at::kBFloat16));
   }
-  if (sharding_ == spec::Sharding::fsdp_full_shard) {
+  if (sharding_ == scenario::Sharding::fsdp_full_shard) {
     G.free_full();  // this backward is done with them
     tracer_.memory(memory());
   }
@@ -273,7 +273,7 @@ void DataParallel::after_backward() {
       G.reduce_out = at::Tensor();
     }
     if (staged_) G.grad = at::Tensor();  // ZeRO-2 / FSDP keep only the shard
-    if (sharding_ == spec::Sharding::fsdp_shard_grad_op) G.free_full();
+    if (sharding_ == scenario::Sharding::fsdp_shard_grad_op) G.free_full();
     G.work = nullptr;
   }
   tracer_.memory(memory());

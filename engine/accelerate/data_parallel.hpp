@@ -109,7 +109,7 @@ class DataParallel {
   Tracer& tracer_;
   const AcceleratorOptions& options_;
   c10::Device device_;
-  spec::Sharding sharding_;
+  scenario::Sharding sharding_;
   bool sharded_ = false, staged_ = false, fsdp_ = false;
   int world_ = 1, rank_ = 0;
   std::vector<FlatGroup> groups_;

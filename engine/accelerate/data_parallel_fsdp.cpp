@@ -9,7 +9,7 @@
 #include <torch/nn/modules/container/sequential.h>
 
 #include "engine/accelerate/data_parallel.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 
@@ -96,7 +96,7 @@ void DataParallel::build_units(torch::nn::Module& model) {
     G.build(std::move(params), world_, rank_, device_);
     groups_.push_back(std::move(G));
   }
-  if (sharding_ == spec::Sharding::fsdp_full_shard) wrap_sequential_units(model);
+  if (sharding_ == scenario::Sharding::fsdp_full_shard) wrap_sequential_units(model);
 }
 
 namespace {

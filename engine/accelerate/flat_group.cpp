@@ -3,7 +3,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/comm/torch_compat.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 

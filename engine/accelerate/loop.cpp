@@ -13,7 +13,7 @@
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/comm/torch_compat.hpp"
 #include "engine/launch/dist_env.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 
@@ -68,7 +68,7 @@ void Accelerator::check_usage(UsagePoint at) {
   if (dp_->sharded() && !optimizer_->original().state().empty()) {
     throw SpecError(where, "the optimizer given to prepare() was stepped: step the one "
                            "prepare() returned (under " +
-                               std::string(spec::to_string(options_.sharding)) +
+                               std::string(scenario::to_string(options_.sharding)) +
                                " it updates this process's shard and gathers the rest)");
   }
   if (at == UsagePoint::backward && !stepped_since_sync_ && !pipeline_) {

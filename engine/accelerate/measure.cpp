@@ -7,7 +7,7 @@
 #include <unordered_set>
 
 #include "engine/accelerate/data_parallel.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::accelerate {
 
@@ -62,7 +62,7 @@ std::vector<BlockCandidate> find_blocks(torch::nn::Module& model, const DataPara
   return {{model.name(), model.parameters(true)}};
 }
 
-spec::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
+scenario::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
                                       const std::vector<GraphNode>& graph,
                                       const std::vector<int>& owner,
                                       const std::vector<std::int64_t>& numel,
@@ -112,7 +112,7 @@ spec::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
   // The root's parameters: read after the last block started → the output unit (which starts
   // at the first of those reads); else the input unit.
   std::size_t output_start = kNever;
-  spec::MeasuredModel m;
+  scenario::MeasuredModel m;
   m.input.name = "input";
   m.output.name = "output";
   for (std::size_t p = 0; p < owner.size(); ++p) {
@@ -158,7 +158,7 @@ spec::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
   }
 
   const double per = 1.0 / static_cast<double>(std::max<std::int64_t>(1, samples));
-  auto fill = [&](spec::MeasuredUnit& u, int index) {
+  auto fill = [&](scenario::MeasuredUnit& u, int index) {
     u.forward_flops = flops[index + 1] * per;
     u.activation_bytes = std::max(0.0, bytes[index + 1]) * per;
   };
@@ -172,7 +172,7 @@ spec::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
     if (start[b] == kNever) ran.push_back(b);
   }
   for (int b : ran) {
-    spec::MeasuredUnit u;
+    scenario::MeasuredUnit u;
     u.name = blocks[b];
     for (std::size_t p = 0; p < owner.size(); ++p) {
       if (owner[p] == b) u.params += static_cast<double>(numel[p]);
@@ -229,7 +229,7 @@ void ModelMeasurer::finish(const at::Tensor& loss, torch::nn::Module& model, con
   for (const auto& b : blocks) names.push_back(b.name);
   const auto graph = runtime::compat::autograd_graph(loss, params);
   std::vector<std::uint64_t> last_ops;
-  spec::MeasuredModel m =
+  scenario::MeasuredModel m =
       attribute_forward(events, graph, owner, numel, names, samples, &last_ops);
   // The boundary: the median of the blocks' outputs (shapes read once, outside the profiler).
   const std::unordered_set<std::uint64_t> wanted(last_ops.begin(), last_ops.end());
@@ -247,24 +247,24 @@ void ModelMeasurer::finish(const at::Tensor& loss, torch::nn::Module& model, con
   ++measured_;
 }
 
-nlohmann::json measured_to_json(const spec::MeasuredModel& m) {
-  spec::ModelSpec spec_model;
-  spec_model.measured = std::make_shared<spec::MeasuredModel>(m);
-  return spec::to_json(spec_model).at("measured");
+nlohmann::json measured_to_json(const scenario::MeasuredModel& m) {
+  scenario::ModelSpec spec_model;
+  spec_model.measured = std::make_shared<scenario::MeasuredModel>(m);
+  return scenario::to_json(spec_model).at("measured");
 }
 
-spec::MeasuredModel measured_from_json(const nlohmann::json& j) {
-  return *spec::parse_model({{"measured", j}}, "measured").measured;
+scenario::MeasuredModel measured_from_json(const nlohmann::json& j) {
+  return *scenario::parse_model({{"measured", j}}, "measured").measured;
 }
 
-spec::MeasuredModel merge_measurements(const std::vector<spec::MeasuredModel>& all) {
-  spec::MeasuredModel out;
+scenario::MeasuredModel merge_measurements(const std::vector<scenario::MeasuredModel>& all) {
+  scenario::MeasuredModel out;
   if (all.empty()) return out;
   out.element_bytes = all.front().element_bytes;
   out.input = all.front().input;
   out.output = all.front().output;
   struct Sum {
-    spec::MeasuredUnit unit;
+    scenario::MeasuredUnit unit;
     int count = 0;
   };
   std::vector<std::string> order;
@@ -292,7 +292,7 @@ spec::MeasuredModel merge_measurements(const std::vector<spec::MeasuredModel>& a
     }
   }
   const double n = static_cast<double>(all.size());
-  for (spec::MeasuredUnit* u : {&out.input, &out.output}) {
+  for (scenario::MeasuredUnit* u : {&out.input, &out.output}) {
     u->forward_flops /= n;
     u->activation_bytes /= n;
   }

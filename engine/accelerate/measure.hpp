@@ -13,7 +13,7 @@
 #include <torch/torch.h>
 
 #include "engine/comm/torch_compat.hpp"
-#include "engine/spec/model.hpp"
+#include "engine/scenario/model.hpp"
 
 namespace stratagem::accelerate {
 
@@ -38,7 +38,7 @@ std::vector<BlockCandidate> find_blocks(torch::nn::Module& model, const DataPara
 ///   samples: rows of the micro-batch (figures are divided by it)
 /// Returns the model with input, blocks (in the order the forward ran them) and output, and in
 /// `last_ops` each block's last autograd op (sequence number; its output is the boundary).
-spec::MeasuredModel attribute_forward(const std::vector<runtime::compat::ProfiledEvent>& events,
+scenario::MeasuredModel attribute_forward(const std::vector<runtime::compat::ProfiledEvent>& events,
                                       const std::vector<runtime::compat::GraphNode>& graph,
                                       const std::vector<int>& owner,
                                       const std::vector<std::int64_t>& numel,
@@ -62,22 +62,22 @@ class ModelMeasurer {
               std::int64_t samples, double element_bytes);
   int measured() const { return measured_; }
   /// The last measurement (blocks empty when none).
-  const spec::MeasuredModel& result() const { return result_; }
+  const scenario::MeasuredModel& result() const { return result_; }
 
  private:
   bool armed_ = false;
   bool unavailable_ = false;  ///< the profiler could not start once: measure nothing
   int measured_ = 0;
-  spec::MeasuredModel result_;
+  scenario::MeasuredModel result_;
 };
 
 /// A measurement as JSON and back (exchanged between processes).
-nlohmann::json measured_to_json(const spec::MeasuredModel& m);
-spec::MeasuredModel measured_from_json(const nlohmann::json& j);
+nlohmann::json measured_to_json(const scenario::MeasuredModel& m);
+scenario::MeasuredModel measured_from_json(const nlohmann::json& j);
 /// The processes' measurements as one model: the union of their blocks by name, each the mean
 /// over the processes that measured it (data-parallel replicas: all; a pipeline: a stage's),
 /// in first-seen order with numeric names (a pipeline's Sequential indices) sorted; input and
 /// output units averaged; the boundary the median.
-spec::MeasuredModel merge_measurements(const std::vector<spec::MeasuredModel>& all);
+scenario::MeasuredModel merge_measurements(const std::vector<scenario::MeasuredModel>& all);
 
 }  // namespace stratagem::accelerate

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 extern char** environ;
 
@@ -66,20 +66,20 @@ AcceleratorOptions AcceleratorOptions::from_vars(const std::map<std::string, std
     return it == vars.end() ? nullptr : &it->second;
   };
   if (const auto* v = get("STRATAGEM_SHARDING")) {
-    o.sharding = spec::parse_sharding(*v, "STRATAGEM_SHARDING");
-    if (o.sharding == spec::Sharding::zero3) o.sharding = spec::Sharding::fsdp_full_shard;
-    if (o.sharding == spec::Sharding::fsdp_hybrid_shard) {
+    o.sharding = scenario::parse_sharding(*v, "STRATAGEM_SHARDING");
+    if (o.sharding == scenario::Sharding::zero3) o.sharding = scenario::Sharding::fsdp_full_shard;
+    if (o.sharding == scenario::Sharding::fsdp_hybrid_shard) {
       throw SpecError("STRATAGEM_SHARDING",
                       "HYBRID_SHARD is not available in the Accelerator; use FULL_SHARD");
     }
   }
   if (const auto* v = get("STRATAGEM_MIXED_PRECISION")) {
     if (*v == "no") {
-      o.mixed_precision = spec::Precision::no;
+      o.mixed_precision = scenario::Precision::no;
     } else if (*v == "fp16") {
-      o.mixed_precision = spec::Precision::fp16;
+      o.mixed_precision = scenario::Precision::fp16;
     } else if (*v == "bf16") {
-      o.mixed_precision = spec::Precision::bf16;
+      o.mixed_precision = scenario::Precision::bf16;
     } else {
       throw SpecError("STRATAGEM_MIXED_PRECISION", "expected no, fp16 or bf16, got \"" + *v + "\"");
     }
@@ -130,9 +130,9 @@ AcceleratorOptions AcceleratorOptions::from_vars(const std::map<std::string, std
   }
   if (const auto* v = get("STRATAGEM_PIPELINE_SCHEDULE")) {
     if (*v == "gpipe") {
-      o.pipeline_schedule = spec::Schedule::gpipe;
+      o.pipeline_schedule = scenario::Schedule::gpipe;
     } else if (*v == "1f1b") {
-      o.pipeline_schedule = spec::Schedule::one_f_one_b;
+      o.pipeline_schedule = scenario::Schedule::one_f_one_b;
     } else {
       throw SpecError("STRATAGEM_PIPELINE_SCHEDULE", "expected gpipe or 1f1b, got \"" + *v + "\"");
     }

@@ -4,7 +4,7 @@
 // code:
 //
 //   auto options = stratagem::accelerate::AcceleratorOptions::from_env();
-//   options.mixed_precision = stratagem::spec::Precision::bf16;
+//   options.mixed_precision = stratagem::scenario::Precision::bf16;
 //   stratagem::accelerate::Accelerator acc(options);
 //
 // Variables (all optional): STRATAGEM_SHARDING (ddp | zero1 | zero2 | FULL_SHARD |
@@ -23,14 +23,14 @@
 #include <vector>
 
 #include "engine/accelerate/tensor_parallel.hpp"
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/strategy.hpp"
 
 namespace stratagem::accelerate {
 
 struct AcceleratorOptions {
-  spec::Sharding sharding = spec::Sharding::none;  ///< none = DDP (NO_SHARD)
-  spec::Precision mixed_precision = spec::Precision::no;
-  spec::LossScaleSpec loss_scale;  ///< fp16 dynamic loss scaling (DeepSpeed's defaults)
+  scenario::Sharding sharding = scenario::Sharding::none;  ///< none = DDP (NO_SHARD)
+  scenario::Precision mixed_precision = scenario::Precision::no;
+  scenario::LossScaleSpec loss_scale;  ///< fp16 dynamic loss scaling (DeepSpeed's defaults)
   bool cpu = false;                ///< CPU and Gloo even when a GPU is present
   int gradient_accumulation_steps = 1;
   double bucket_mb = 25;  ///< DDP / ZeRO gradient bucket size (PyTorch's bucket_cap_mb)
@@ -53,7 +53,7 @@ struct AcceleratorOptions {
   bool debug = false;              ///< LibTorch's own warnings (profiler, allocator) shown
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
   int pipeline_stages = 1;  ///< > 1: prepare() splits a torch::nn::Sequential over processes
-  spec::Schedule pipeline_schedule = spec::Schedule::one_f_one_b;
+  scenario::Schedule pipeline_schedule = scenario::Schedule::one_f_one_b;
   int pipeline_micro_batches = 0;  ///< 0: as many as stages
   /// Tensor parallelism (tensor_parallel.hpp): processes per TP group (consecutive ranks, as
   /// Megatron-LM numbers them), the rest data-parallel over the ranks of equal TP index;

@@ -8,7 +8,7 @@
 
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/comm/torch_compat.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 
@@ -111,7 +111,7 @@ double Pipeline::run(const at::Tensor& data, const at::Tensor& target, const Los
   outputs_.assign(static_cast<std::size_t>(m), at::Tensor());
   loss_sum_ = 0;
   dp.before_backward(false);  // accumulate over micro-batches; synced once at the end
-  if (options_.pipeline_schedule == spec::Schedule::gpipe) {
+  if (options_.pipeline_schedule == scenario::Schedule::gpipe) {
     for (int i = 0; i < m; ++i) forward(i, m, data_mb, target_mb, loss_fn);
     for (int i = 0; i < m; ++i) backward(i);
   } else {

@@ -12,8 +12,8 @@
 #include "engine/accelerate/accelerator.hpp"
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/result/metrics.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/parallel_dims.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/parallel_dims.hpp"
 
 namespace stratagem::accelerate {
 
@@ -52,7 +52,7 @@ void Accelerator::gather_measurement() {
   const bool mine = measurer_.measured() > 0;
   const auto texts = all_gather_strings(
       *comm_, device_, mine ? measured_to_json(measurer_.result()).dump() : std::string());
-  std::vector<spec::MeasuredModel> all;
+  std::vector<scenario::MeasuredModel> all;
   for (const auto& t : texts) {
     if (!t.empty()) all.push_back(measured_from_json(nlohmann::json::parse(t)));
   }
@@ -60,7 +60,7 @@ void Accelerator::gather_measurement() {
   if (!all.empty()) measured_ = merge_measurements(all);
 }
 
-spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
+scenario::Scenario Accelerator::scenario(const ExportOptions* where) const {
   double params = 0;
   int units = 0;
   if (model_) {
@@ -108,7 +108,7 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
     about << ". Per unit and sample: parameters, forward FLOPs (LibTorch's profiler: matrix "
              "multiplies, convolutions, element-wise add/mul) and bytes the forward keeps "
              "(allocated minus freed within the unit), the processes' mean over one forward.";
-    spec::MeasuredModel mm = *measured_;
+    scenario::MeasuredModel mm = *measured_;
     mm.source = "LibTorch's op profiler over one forward on each of " +
                 std::to_string(env_.world_size) + " process(es) (" +
                 (device_.is_cuda() ? "CUDA" : "CPU") + "), stratagem::accelerate::Accelerator";
@@ -126,7 +126,7 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
     model["params"] = std::max(params, kMinQuickFormParams);
     model["layers"] = units;
   }
-  std::string sharding = spec::to_string(options_.sharding);
+  std::string sharding = scenario::to_string(options_.sharding);
   nlohmann::json j = {
       {"name", where && !where->name.empty() ? where->name : model_name_ + " (measured)"},
       {"description", about.str()},
@@ -138,10 +138,10 @@ spec::Scenario Accelerator::scenario(const ExportOptions* where) const {
         {"micro_batch_size", local_batch},
         {"grad_accum", accum},
         {"sharding", sharding},
-        {"mixed_precision", spec::to_string(options_.mixed_precision)}}},
+        {"mixed_precision", scenario::to_string(options_.mixed_precision)}}},
       {"training",
        {{"seq_len", seq_len}, {"global_batch", local_batch * accum * dp}, {"steps", 1}}}};
-  return spec::parse_scenario(j, "export_scenario");
+  return scenario::parse_scenario(j, "export_scenario");
 }
 
 result::RunResult Accelerator::trace() {
@@ -153,8 +153,8 @@ result::RunResult Accelerator::trace() {
   double step_time = 0;
   result::RankResult mine = tracer_.last_step(env_.rank, &step_time);
   mine.node = env_.node_rank;
-  const spec::MeshCoord coord =
-      spec::MeshShape{.dp = dp_size(), .pp = 1, .tp = options_.tp_size, .cp = 1}.coord_of(
+  const scenario::MeshCoord coord =
+      scenario::MeshShape{.dp = dp_size(), .pp = 1, .tp = options_.tp_size, .cp = 1}.coord_of(
           env_.rank);
   mine.dp = coord.dp;
   mine.tp = coord.tp;
@@ -212,11 +212,11 @@ void Accelerator::save_trace(const std::string& path) {
 
 void Accelerator::export_scenario(const std::string& path, const ExportOptions& options) {
   gather_measurement();
-  const spec::Scenario s = scenario(&options);
+  const scenario::Scenario s = scenario(&options);
   if (is_main_process()) {
     std::ofstream out(path);
     if (!out) throw RuntimeError("cannot write " + path);
-    out << spec::to_json(s).dump(2) << "\n";
+    out << scenario::to_json(s).dump(2) << "\n";
   }
   wait_for_everyone();
 }

@@ -15,7 +15,7 @@
 #include "engine/accelerate/accelerator.hpp"
 #include "engine/accelerate/data_parallel.hpp"
 #include "engine/runtime/checkpoint_io.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 
@@ -87,7 +87,7 @@ void Accelerator::save_state(const std::string& dir) {
                            {"version", kVersion},
                            {"rank", rank},
                            {"world", world},
-                           {"sharding", spec::to_string(options_.sharding)},
+                           {"sharding", scenario::to_string(options_.sharding)},
                            {"optimizer_steps", optimizer_steps_},
                            {"micro_steps", micro_step_},
                            {"accumulation_cycle", cycle_},
@@ -104,7 +104,7 @@ void Accelerator::save_state(const std::string& dir) {
   const nlohmann::json manifest = {{"format", kFormat},
                                    {"version", kVersion},
                                    {"world", world},
-                                   {"sharding", spec::to_string(options_.sharding)},
+                                   {"sharding", scenario::to_string(options_.sharding)},
                                    {"tp_size", options_.tp_size},
                                    {"optimizer_steps", optimizer_steps_},
                                    {"model", model_name_}};
@@ -132,10 +132,10 @@ void Accelerator::load_state(const std::string& dir) {
                                       " (each process's file holds its tensor-parallel slices), "
                                       "this job runs tp_size " + std::to_string(options_.tp_size));
   }
-  if (manifest.at("sharding").get<std::string>() != spec::to_string(options_.sharding)) {
+  if (manifest.at("sharding").get<std::string>() != scenario::to_string(options_.sharding)) {
     throw SpecError("load_state", sdir + " was written with sharding " +
                                       manifest.at("sharding").get<std::string>() +
-                                      ", this job runs " + spec::to_string(options_.sharding));
+                                      ", this job runs " + scenario::to_string(options_.sharding));
   }
   const ckpt::RankFile& f = chosen->file;
   {

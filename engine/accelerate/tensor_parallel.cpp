@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 

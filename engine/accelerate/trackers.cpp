@@ -10,7 +10,7 @@
 #include <system_error>
 #include <utility>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 

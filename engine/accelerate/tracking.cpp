@@ -2,7 +2,7 @@
 // (trackers.hpp); the other processes do nothing, as in Accelerate.
 #include "engine/accelerate/accelerator.hpp"
 #include "engine/accelerate/trackers.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::accelerate {
 

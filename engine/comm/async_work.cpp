@@ -2,7 +2,7 @@
 
 #include <sstream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

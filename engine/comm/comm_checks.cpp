@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "engine/comm/comm_progress.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

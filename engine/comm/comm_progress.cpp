@@ -5,7 +5,7 @@
 #include <thread>
 
 #include "engine/comm/store.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 namespace {

@@ -3,7 +3,7 @@
 #include "engine/launch/dist_env.hpp"
 #include "engine/comm/gloo_communicator.hpp"
 #include "engine/comm/store.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/comm/nccl_backend.hpp"
 
 namespace stratagem::runtime {

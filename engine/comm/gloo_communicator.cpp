@@ -22,7 +22,7 @@
 #include "engine/comm/gloo_context.hpp"
 #include "engine/comm/gloo_reduce_scatter.hpp"
 #include "engine/comm/store.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 namespace {

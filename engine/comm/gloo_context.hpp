@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

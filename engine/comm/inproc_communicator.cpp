@@ -11,7 +11,7 @@
 #include "engine/comm/async_work.hpp"
 #include "engine/comm/comm_checks.hpp"
 #include "engine/comm/comm_progress.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

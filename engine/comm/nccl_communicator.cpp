@@ -16,7 +16,7 @@
 #include "engine/comm/comm_checks.hpp"
 #include "engine/comm/comm_progress.hpp"
 #include "engine/comm/store.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 namespace {

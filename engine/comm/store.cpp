@@ -7,7 +7,7 @@
 
 #include "engine/launch/ports.hpp"
 #include "engine/comm/torch_compat.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

@@ -11,7 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 extern char** environ;
 

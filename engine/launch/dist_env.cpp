@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 extern char** environ;
 

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <string>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

@@ -16,7 +16,7 @@
 #include "engine/launch/group_reaper.hpp"
 #include "engine/launch/heartbeat.hpp"
 #include "engine/launch/ports.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 namespace {

@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 namespace {

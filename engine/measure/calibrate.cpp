@@ -21,11 +21,11 @@
 #include "engine/measure/compute_contention.hpp"
 #include "engine/measure/commbench.hpp"
 #include "engine/measure/device_bench.hpp"
-#include "engine/spec/host.hpp"
+#include "engine/scenario/host.hpp"
 #include "engine/measure/unit_timing.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fit.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fit.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::runtime {
 
@@ -82,14 +82,14 @@ class Calibration {
               const std::function<void(const std::string&)>& log)
       : comm_(comm), o_(o), log_(log), sweep_(sweep_for(o.quick)), n_(comm.world_size()) {}
 
-  spec::HardwareProfile run() {
+  scenario::HardwareProfile run() {
     const auto t0 = Clock::now();
-    spec::HardwareProfile p;
+    scenario::HardwareProfile p;
     p.machine = machine();
     p.name = o_.name.empty() ? default_name(p.machine) : o_.name;
     p.device = device();
     for (const auto& s : o_.unit_scenarios) {
-      const std::string key = spec::unit_shape_key(s);
+      const std::string key = scenario::unit_shape_key(s);
       const auto& have = p.device.units;
       if (std::any_of(have.begin(), have.end(), [&](const auto& u) { return u.shape == key; })) {
         continue;
@@ -114,8 +114,8 @@ class Calibration {
   double mean(double v) { return reduce_scalar(comm_, v, ReduceOp::sum, o_.device) / n_; }
 
   // The scenario's units timed on every rank at once (the mean over ranks).
-  spec::MeasuredUnits units_of(const spec::Scenario& s) {
-    spec::MeasuredUnits m = measure_units_on_all_ranks(s, comm_, o_.device, o_.quick ? 2 : 12);
+  scenario::MeasuredUnits units_of(const scenario::Scenario& s) {
+    scenario::MeasuredUnits m = measure_units_on_all_ranks(s, comm_, o_.device, o_.quick ? 2 : 12);
     say("units " + m.shape + ": block forward " + std::to_string(m.block_forward * 1e3) +
         " ms, backward " + std::to_string(m.block_backward * 1e3) + " ms; head " +
         std::to_string(m.head_forward * 1e3) + " / " + std::to_string(m.head_backward * 1e3) +
@@ -126,17 +126,17 @@ class Calibration {
   }
   double max(double v) { return reduce_scalar(comm_, v, ReduceOp::max, o_.device); }
 
-  static std::string default_name(const spec::ProfileMachine& m) {
+  static std::string default_name(const scenario::ProfileMachine& m) {
     return m.device + " x" + std::to_string(m.processes) + " (" + m.backend + ")";
   }
 
-  spec::ProfileMachine machine() const {
-    spec::ProfileMachine m;
-    m.cpu_model = spec::cpu_model();
+  scenario::ProfileMachine machine() const {
+    scenario::ProfileMachine m;
+    m.cpu_model = scenario::cpu_model();
     m.nproc = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     m.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                      static_cast<double>(::sysconf(_SC_PAGESIZE));
-    m.hostname = spec::hostname();
+    m.hostname = scenario::hostname();
     m.device = "cpu";
     if (!o_.device.is_cpu()) {
       const auto info = cuda_device_info(o_.device.index());
@@ -145,21 +145,21 @@ class Calibration {
     m.backend = comm_.backend();
     m.processes = n_;
     m.threads_per_process = o_.device.is_cpu() ? at::get_num_threads() : 1;
-    m.date = spec::utc_now();
+    m.date = scenario::utc_now();
     m.stratagem_version = o_.stratagem_version;
     m.torch_version = TORCH_VERSION;
     m.quick = o_.quick;
-    m.load_average = spec::load_average();
+    m.load_average = scenario::load_average();
     return m;
   }
 
-  std::vector<spec::DType> dtypes() const {
-    if (o_.device.is_cpu()) return {spec::DType::fp32, spec::DType::bf16};
-    return {spec::DType::fp32, spec::DType::tf32, spec::DType::fp16, spec::DType::bf16};
+  std::vector<scenario::DType> dtypes() const {
+    if (o_.device.is_cpu()) return {scenario::DType::fp32, scenario::DType::bf16};
+    return {scenario::DType::fp32, scenario::DType::tf32, scenario::DType::fp16, scenario::DType::bf16};
   }
 
-  spec::DeviceProfile device() {
-    spec::DeviceProfile d;
+  scenario::DeviceProfile device() {
+    scenario::DeviceProfile d;
     if (o_.device.is_cpu()) {
       d.memory_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
                        static_cast<double>(::sysconf(_SC_PAGESIZE)) /
@@ -171,8 +171,8 @@ class Calibration {
     std::vector<GemmShape> shapes;
     for (auto dim : sweep_.matmul_dims) shapes.push_back({dim, dim, dim});
     for (const auto& g : o_.extra_gemms) shapes.push_back(g);
-    for (spec::DType t : dtypes()) {
-      spec::MatmulProfile mm;
+    for (scenario::DType t : dtypes()) {
+      scenario::MatmulProfile mm;
       std::vector<double> dims, rates;
       for (const auto& g : shapes) {
         comm_.barrier({});
@@ -182,12 +182,12 @@ class Calibration {
         dims.push_back(static_cast<double>(std::min({g.m, g.n, g.k})));
         rates.push_back(rate);
       }
-      const auto fit = spec::fit_efficiency(dims, rates);
+      const auto fit = scenario::fit_efficiency(dims, rates);
       mm.peak = fit.peak;
       mm.half_dim = fit.half_dim;
       mm.rms_rel_error = fit.rms_rel_error;
       std::ostringstream line;
-      line << "matmul " << spec::to_string(t) << ": peak " << fit.peak / units::kGiga
+      line << "matmul " << scenario::to_string(t) << ": peak " << fit.peak / units::kGiga
            << " GFLOP/s per process, half_dim " << fit.half_dim << " (fit error "
            << 100 * fit.rms_rel_error << " %)";
       say(line.str());
@@ -202,7 +202,7 @@ class Calibration {
       seconds.push_back(s);
       d.elementwise.points.push_back({b, s});
     }
-    const auto line = spec::fit_line_relative(bytes, seconds);
+    const auto line = scenario::fit_line_relative(bytes, seconds);
     d.elementwise.launch_s = line.intercept;
     d.elementwise.bandwidth = line.slope > 0 ? 1.0 / line.slope : bytes.back() / seconds.back();
     d.elementwise.rms_rel_error = line.rms_rel_error;
@@ -215,26 +215,26 @@ class Calibration {
     return d;
   }
 
-  spec::CommProfile fit_comm(spec::CommOp op, const std::vector<spec::SizePoint>& points) const {
+  scenario::CommProfile fit_comm(scenario::CommOp op, const std::vector<scenario::SizePoint>& points) const {
     std::vector<double> x, y;
     for (const auto& p : points) {
       x.push_back(p.bytes);
       y.push_back(p.seconds);
     }
-    const auto line = spec::fit_line_relative(x, y);
-    spec::CommProfile c;
+    const auto line = scenario::fit_line_relative(x, y);
+    scenario::CommProfile c;
     c.alpha_s = line.intercept;
     // The largest message's bus bandwidth when the fit sees no size dependence at all.
-    c.bus_bandwidth = line.slope > 0 ? spec::bus_factor(op, n_) / line.slope
-                                     : spec::bus_factor(op, n_) * x.back() / y.back();
+    c.bus_bandwidth = line.slope > 0 ? scenario::bus_factor(op, n_) / line.slope
+                                     : scenario::bus_factor(op, n_) * x.back() / y.back();
     c.rms_rel_error = line.rms_rel_error;
     c.points = points;
     return c;
   }
 
-  void say_comm(spec::CommOp op, const spec::CommProfile& c) const {
+  void say_comm(scenario::CommOp op, const scenario::CommProfile& c) const {
     std::ostringstream line;
-    line << spec::to_string(op) << ": alpha " << c.alpha_s / units::kMicro << " us, busbw "
+    line << scenario::to_string(op) << ": alpha " << c.alpha_s / units::kMicro << " us, busbw "
          << c.bus_bandwidth / units::kGB << " GB/s (fit error " << 100 * c.rms_rel_error << " %)";
     say(line.str());
   }
@@ -243,11 +243,11 @@ class Calibration {
   // that a moment of interference from other processes on a shared machine does not set it
   // (result::median).
 
-  spec::NetworkProfile network() {
-    spec::NetworkProfile net;
+  scenario::NetworkProfile network() {
+    scenario::NetworkProfile net;
     net.backend = comm_.backend();
     net.processes = n_;
-    for (spec::CommOp op : spec::kCollectiveOps) {
+    for (scenario::CommOp op : scenario::kCollectiveOps) {
       CommBenchOptions b;
       b.op = op;
       b.dtype = at::kFloat;
@@ -263,14 +263,14 @@ class Calibration {
         const auto rows = run_commbench(comm_, b);
         for (std::size_t i = 0; i < rows.size(); ++i) {
           if (rows[i].wrong > 0) {
-            throw RuntimeError(std::string("calibrate: ") + spec::to_string(op) + " of " +
+            throw RuntimeError(std::string("calibrate: ") + scenario::to_string(op) + " of " +
                                std::to_string(rows[i].bytes) + " B gave " +
                                std::to_string(rows[i].wrong) + " wrong elements");
           }
           times[i].push_back(rows[i].time_s);
         }
       }
-      std::vector<spec::SizePoint> points;
+      std::vector<scenario::SizePoint> points;
       for (std::size_t i = 0; i < b.sizes.size(); ++i) {
         points.push_back({static_cast<double>(b.sizes[i]), result::median(times[i])});
       }
@@ -281,7 +281,7 @@ class Calibration {
     // Quick, still enough calls for a mean of a heavy-tailed time: with 8 calls the extra
     // moved between 0 and 1.7 ms from one calibration to the next on the 2-vCPU VM.
     if (o_.quick) cold.samples = 30;
-    for (spec::CommOp op : spec::kCollectiveOps) {
+    for (scenario::CommOp op : scenario::kCollectiveOps) {
       const ColdStart c = measure_cold_start(comm_, op, o_.device, cold);
       auto& p = net.ops[op];
       p.cold_start_s = c.extra_s();
@@ -289,23 +289,23 @@ class Calibration {
       p.cold_start_after_compute_s = c.after_compute_s;
       p.cold_start_bytes = static_cast<double>(cold.bytes);
       std::ostringstream line;
-      line << spec::to_string(op) << " after compute: +" << c.extra_s() / units::kMicro
+      line << scenario::to_string(op) << " after compute: +" << c.extra_s() / units::kMicro
            << " us (" << c.after_compute_s / units::kMicro << " us against "
            << c.back_to_back_s / units::kMicro << " us back to back, " << cold.bytes / 1024
            << " KiB)";
       say(line.str());
     }
-    net.ops[spec::CommOp::sendrecv] = fit_comm(spec::CommOp::sendrecv, ping_pong());
-    say_comm(spec::CommOp::sendrecv, net.ops[spec::CommOp::sendrecv]);
+    net.ops[scenario::CommOp::sendrecv] = fit_comm(scenario::CommOp::sendrecv, ping_pong());
+    say_comm(scenario::CommOp::sendrecv, net.ops[scenario::CommOp::sendrecv]);
     return net;
   }
 
   // Ranks 2i and 2i+1 bounce one message back and forth; one way is half a round trip.
-  std::vector<spec::SizePoint> ping_pong() {
+  std::vector<scenario::SizePoint> ping_pong() {
     const int rank = comm_.rank();
     const int peer = rank % 2 == 0 ? rank + 1 : rank - 1;
     const bool active = peer < n_;
-    std::vector<spec::SizePoint> points;
+    std::vector<scenario::SizePoint> points;
     std::uint32_t tag = 1u << 24;
     for (auto bytes : sweep_.comm_bytes) {
       const auto t = at::ones({std::max<std::int64_t>(bytes / 4, 1)},
@@ -342,7 +342,7 @@ class Calibration {
 
   // CPU processes share the host: the first --scenario's block forward and backward (else a
   // block-like MLP) alone on each rank in turn, then on all at once. (GPUs: one device each.)
-  void contention(spec::OverlapProfile& ov) {
+  void contention(scenario::OverlapProfile& ov) {
     const auto work = o_.unit_scenarios.empty()
                           ? mlp_workload(o_.device)
                           : block_workload(o_.unit_scenarios.front(), o_.device);
@@ -358,8 +358,8 @@ class Calibration {
     say(line.str());
   }
 
-  spec::OverlapProfile overlap(const spec::NetworkProfile& net) {
-    spec::OverlapProfile ov;
+  scenario::OverlapProfile overlap(const scenario::NetworkProfile& net) {
+    scenario::OverlapProfile ov;
     const auto options = at::TensorOptions().dtype(at::kFloat).device(o_.device);
     const std::int64_t dim = sweep_.overlap_dim;
     const auto a = at::randn({dim, dim}, options), b = at::randn({dim, dim}, options);
@@ -370,8 +370,8 @@ class Calibration {
       return c;
     };
     auto buffer = at::ones({sweep_.overlap_bytes / 4}, options);
-    const auto& ar = net.ops.at(spec::CommOp::all_reduce);
-    const double predicted = ar.alpha_s + spec::bus_factor(spec::CommOp::all_reduce, n_) *
+    const auto& ar = net.ops.at(scenario::CommOp::all_reduce);
+    const double predicted = ar.alpha_s + scenario::bus_factor(scenario::CommOp::all_reduce, n_) *
                                               static_cast<double>(sweep_.overlap_bytes) /
                                               ar.bus_bandwidth;
     const int ops = static_cast<int>(
@@ -383,12 +383,12 @@ class Calibration {
     // Communication alone, then while every process computes, per collective: the
     // reductions of Gloo run on the CPU and compete with compute more than copies do.
     const std::int64_t elems = sweep_.overlap_bytes / 4 / n_ * n_;
-    auto issue = [&](spec::CommOp op) -> WorkPtr {
+    auto issue = [&](scenario::CommOp op) -> WorkPtr {
       const auto whole = buffer.narrow(0, 0, elems), part = buffer.narrow(0, 0, elems / n_);
       switch (op) {
-        case spec::CommOp::reduce_scatter:
+        case scenario::CommOp::reduce_scatter:
           return comm_.reduce_scatter(part.clone(), whole, {});
-        case spec::CommOp::all_gather:
+        case scenario::CommOp::all_gather:
           return comm_.all_gather(whole.clone(), part, {});
         default:
           return comm_.all_reduce(buffer, {}, ReduceOp::sum);
@@ -398,7 +398,7 @@ class Calibration {
     // (what a training step runs while its gradients sync), else the matmul loop.
     std::function<void()> block;
     if (!o_.unit_scenarios.empty()) block = block_workload(o_.unit_scenarios.front(), o_.device);
-    auto comm_time = [&](spec::CommOp op, bool with_compute, double* compute_rate) {
+    auto comm_time = [&](scenario::CommOp op, bool with_compute, double* compute_rate) {
       comm_.barrier({});
       if (with_compute) synchronize(mm());
       const auto start = Clock::now();
@@ -423,10 +423,10 @@ class Calibration {
       return elapsed / ops;
     };
     double rate_with = 0;
-    const double comm_alone = comm_time(spec::CommOp::all_reduce, false, nullptr);
-    const double comm_elapsed = comm_time(spec::CommOp::all_reduce, true, &rate_with) * ops;
-    for (spec::CommOp op :
-         {spec::CommOp::all_reduce, spec::CommOp::reduce_scatter, spec::CommOp::all_gather}) {
+    const double comm_alone = comm_time(scenario::CommOp::all_reduce, false, nullptr);
+    const double comm_elapsed = comm_time(scenario::CommOp::all_reduce, true, &rate_with) * ops;
+    for (scenario::CommOp op :
+         {scenario::CommOp::all_reduce, scenario::CommOp::reduce_scatter, scenario::CommOp::all_gather}) {
       const double alone = max(comm_time(op, false, nullptr));
       const double with = max(comm_time(op, true, nullptr));
       ov.comm_slowdown_during_compute_by_op[op] = std::max(0.0, with / std::max(alone, 1e-12) - 1);
@@ -445,9 +445,9 @@ class Calibration {
     line << "overlap: compute +" << 100 * ov.comm_compute_slowdown
          << " % time during communication, communication +" << 100 * ov.comm_slowdown_during_compute
          << " % time during compute (reduce_scatter +"
-         << 100 * ov.comm_slowdown_during_compute_by_op[spec::CommOp::reduce_scatter]
+         << 100 * ov.comm_slowdown_during_compute_by_op[scenario::CommOp::reduce_scatter]
          << " %, all_gather +"
-         << 100 * ov.comm_slowdown_during_compute_by_op[spec::CommOp::all_gather] << " %)";
+         << 100 * ov.comm_slowdown_during_compute_by_op[scenario::CommOp::all_gather] << " %)";
     say(line.str());
     return ov;
   }
@@ -461,7 +461,7 @@ class Calibration {
 
 }  // namespace
 
-std::vector<GemmShape> model_gemms(const spec::Scenario& s) {
+std::vector<GemmShape> model_gemms(const scenario::Scenario& s) {
   const auto& m = s.model;
   const std::int64_t tokens = std::int64_t{s.strategy.micro_batch_size} * s.training.seq_len;
   const std::int64_t h = m.hidden;
@@ -482,7 +482,7 @@ std::vector<GemmShape> model_gemms(const spec::Scenario& s) {
   return out;
 }
 
-spec::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
+scenario::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
                                 const std::function<void(const std::string&)>& log) {
   return Calibration(comm, options, log).run();
 }

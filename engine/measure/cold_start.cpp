@@ -8,13 +8,13 @@
 #include "engine/measure/commbench.hpp"
 #include "engine/measure/device_bench.hpp"
 #include "engine/measure/stopwatch.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
-ColdStart measure_cold_start(Communicator& comm, spec::CommOp op, const c10::Device& device,
+ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10::Device& device,
                              const ColdStartOptions& o) {
-  if (op == spec::CommOp::sendrecv) {
+  if (op == scenario::CommOp::sendrecv) {
     throw RuntimeError("measure_cold_start: sendrecv is not a collective");
   }
   const int n = comm.world_size();
@@ -27,11 +27,11 @@ ColdStart measure_cold_start(Communicator& comm, spec::CommOp op, const c10::Dev
   auto c = at::empty({64, 256}, options);
   auto issue = [&]() -> WorkPtr {
     switch (op) {
-      case spec::CommOp::reduce_scatter:
+      case scenario::CommOp::reduce_scatter:
         return comm.reduce_scatter(part, buffer, {});
-      case spec::CommOp::all_gather:
+      case scenario::CommOp::all_gather:
         return comm.all_gather(gathered, part, {});
-      case spec::CommOp::broadcast:
+      case scenario::CommOp::broadcast:
         return comm.broadcast(buffer, 0, {});
       default:
         return comm.all_reduce(buffer, {}, ReduceOp::sum);

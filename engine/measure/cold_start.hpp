@@ -13,7 +13,7 @@
 #include <c10/core/Device.h>
 
 #include "engine/comm/communicator.hpp"
-#include "engine/spec/comm_op.hpp"
+#include "engine/scenario/comm_op.hpp"
 
 namespace stratagem::runtime {
 
@@ -35,7 +35,7 @@ struct ColdStart {
 /// loop of small matmuls (a few microseconds each, so a burst ends on time on every rank); the
 /// calls run without a barrier between them, as a training step's do. `op` is a collective
 /// (not sendrecv).
-ColdStart measure_cold_start(Communicator& comm, spec::CommOp op, const c10::Device& device,
+ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10::Device& device,
                              const ColdStartOptions& options = {});
 
 }  // namespace stratagem::runtime

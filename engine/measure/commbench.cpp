@@ -8,8 +8,8 @@
 #include <ATen/ATen.h>
 
 #include "engine/measure/stopwatch.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::runtime {
 
@@ -51,7 +51,7 @@ class Bench {
   CommBenchRow run_size(std::int64_t bytes) {
     CommBenchRow row;
     row.bytes = bytes;
-    row.count = spec::element_count(o_.op, bytes, element_bytes(o_.dtype), n_);
+    row.count = scenario::element_count(o_.op, bytes, element_bytes(o_.dtype), n_);
     Buffers b = allocate(row.count);
     fill(b, row.count, false);
     comm_.barrier({});
@@ -75,7 +75,7 @@ class Bench {
     const double mine = seconds_since(t0) / std::max(row.iters, 1);
     row.time_s = reduce_scalar(comm_, mine, ReduceOp::max, o_.device);
     row.algbw = row.time_s > 0 ? static_cast<double>(bytes) / row.time_s : 0;
-    row.busbw = row.algbw * spec::bus_factor(o_.op, n_);
+    row.busbw = row.algbw * scenario::bus_factor(o_.op, n_);
     if (o_.check) {
       fill(b, row.count, rank_ == o_.fault_rank);
       issue_and_wait(b, 1);
@@ -93,19 +93,19 @@ class Bench {
   Buffers allocate(std::int64_t count) const {
     Buffers b;
     switch (o_.op) {
-      case spec::CommOp::all_reduce:
-      case spec::CommOp::broadcast:
+      case scenario::CommOp::all_reduce:
+      case scenario::CommOp::broadcast:
         b.in = b.out = at::empty({count}, options());
         break;
-      case spec::CommOp::reduce_scatter:
+      case scenario::CommOp::reduce_scatter:
         b.in = at::empty({count}, options());
         b.out = at::empty({count / n_}, options());
         break;
-      case spec::CommOp::all_gather:
+      case scenario::CommOp::all_gather:
         b.in = at::empty({count / n_}, options());
         b.out = at::empty({count}, options());
         break;
-      case spec::CommOp::sendrecv:
+      case scenario::CommOp::sendrecv:
         b.in = at::empty({count}, options());
         b.out = at::empty({count}, options());
         break;
@@ -118,17 +118,17 @@ class Bench {
   void fill(Buffers& b, std::int64_t count, bool fault) const {
     const std::int64_t k = b.in.numel();
     at::Tensor values;
-    if (o_.op == spec::CommOp::broadcast && rank_ != o_.root) {
+    if (o_.op == scenario::CommOp::broadcast && rank_ != o_.root) {
       values = at::zeros({k}, at::kLong);
-    } else if (o_.op == spec::CommOp::broadcast) {
+    } else if (o_.op == scenario::CommOp::broadcast) {
       values = pattern(k, 0, o_.root);
     } else {
       values = pattern(k, 0, rank_);
     }
     if (fault) values.index_put_({0}, values.index({0}) + 1);
     b.in.copy_(values.to(b.in.options()));
-    if (o_.op == spec::CommOp::sendrecv || o_.op == spec::CommOp::reduce_scatter ||
-        o_.op == spec::CommOp::all_gather) {
+    if (o_.op == scenario::CommOp::sendrecv || o_.op == scenario::CommOp::reduce_scatter ||
+        o_.op == scenario::CommOp::all_gather) {
       b.out.zero_();
     }
     (void)count;
@@ -136,21 +136,21 @@ class Bench {
 
   at::Tensor expected(std::int64_t count) const {
     switch (o_.op) {
-      case spec::CommOp::all_reduce:
+      case scenario::CommOp::all_reduce:
         return pattern_sum(count, 0, n_);
-      case spec::CommOp::reduce_scatter: {
+      case scenario::CommOp::reduce_scatter: {
         const std::int64_t k = count / n_;
         return pattern_sum(k, rank_ * k, n_);
       }
-      case spec::CommOp::all_gather: {
+      case scenario::CommOp::all_gather: {
         const std::int64_t k = count / n_;
         std::vector<at::Tensor> blocks;
         for (int q = 0; q < n_; ++q) blocks.push_back(pattern(k, 0, q));
         return at::cat(blocks);
       }
-      case spec::CommOp::broadcast:
+      case scenario::CommOp::broadcast:
         return pattern(count, 0, o_.root);
-      case spec::CommOp::sendrecv:
+      case scenario::CommOp::sendrecv:
         return pattern(count, 0, (rank_ - 1 + n_) % n_);
     }
     return {};
@@ -163,7 +163,7 @@ class Bench {
   }
 
   void issue_and_wait(Buffers& b, int times) {
-    if (o_.op == spec::CommOp::sendrecv) {
+    if (o_.op == scenario::CommOp::sendrecv) {
       for (int i = 0; i < times; ++i) exchange(b);
       return;
     }
@@ -175,15 +175,15 @@ class Bench {
 
   WorkPtr issue(Buffers& b) {
     switch (o_.op) {
-      case spec::CommOp::all_reduce:
+      case scenario::CommOp::all_reduce:
         return comm_.all_reduce(b.out, {}, ReduceOp::sum);
-      case spec::CommOp::reduce_scatter:
+      case scenario::CommOp::reduce_scatter:
         return comm_.reduce_scatter(b.out, b.in, {});
-      case spec::CommOp::all_gather:
+      case scenario::CommOp::all_gather:
         return comm_.all_gather(b.out, b.in, {});
-      case spec::CommOp::broadcast:
+      case scenario::CommOp::broadcast:
         return comm_.broadcast(b.out, o_.root, {});
-      case spec::CommOp::sendrecv:
+      case scenario::CommOp::sendrecv:
         break;
     }
     throw RuntimeError("commbench: sendrecv is not a collective");
@@ -209,8 +209,8 @@ class Bench {
   std::uint32_t next_tag_ = 1u << 20;  // clear of the plan's transfer indices
 };
 
-const char* redop_name(spec::CommOp op) {
-  return op == spec::CommOp::all_reduce || op == spec::CommOp::reduce_scatter ? "sum" : "none";
+const char* redop_name(scenario::CommOp op) {
+  return op == scenario::CommOp::all_reduce || op == scenario::CommOp::reduce_scatter ? "sum" : "none";
 }
 
 }  // namespace
@@ -263,7 +263,7 @@ std::vector<CommBenchRow> run_commbench(Communicator& comm, const CommBenchOptio
 }
 
 std::string commbench_header(const CommBenchOptions& o, int world_size) {
-  const char* placement = o.op == spec::CommOp::all_reduce || o.op == spec::CommOp::broadcast
+  const char* placement = o.op == scenario::CommOp::all_reduce || o.op == scenario::CommOp::broadcast
                               ? "in-place"
                               : "out-of-place";
   char buf[512];
@@ -273,8 +273,8 @@ std::string commbench_header(const CommBenchOptions& o, int world_size) {
                 "#       size         count      type   redop    root      time   algbw   busbw "
                 " #wrong\n"
                 "#        (B)    (elements)                                 (us)  (GB/s)  (GB/s)\n",
-                spec::to_string(o.op), world_size, world_size == 1 ? "" : "s", placement,
-                spec::bus_factor(o.op, world_size), placement);
+                scenario::to_string(o.op), world_size, world_size == 1 ? "" : "s", placement,
+                scenario::bus_factor(o.op, world_size), placement);
   return buf;
 }
 
@@ -289,7 +289,7 @@ std::string commbench_row_text(const CommBenchRow& r, const CommBenchOptions& o)
   std::snprintf(buf, sizeof buf, "%12lld  %12lld  %8s  %6s  %6d  %8.2f  %6.2f  %6.2f  %s",
                 static_cast<long long>(r.bytes), static_cast<long long>(r.count),
                 bench_dtype_name(o.dtype).c_str(), redop_name(o.op),
-                o.op == spec::CommOp::broadcast ? o.root : -1, r.time_s / units::kMicro,
+                o.op == scenario::CommOp::broadcast ? o.root : -1, r.time_s / units::kMicro,
                 r.algbw / units::kGB, r.busbw / units::kGB, wrong);
   return buf;
 }
@@ -329,9 +329,9 @@ nlohmann::json commbench_json(const CommBenchOptions& o, int world_size,
                  {"busbw_GBps", r.busbw / units::kGB},
                  {"wrong", r.wrong < 0 ? nlohmann::json() : nlohmann::json(r.wrong)}});
   }
-  return {{"op", spec::to_string(o.op)},
+  return {{"op", scenario::to_string(o.op)},
           {"dtype", bench_dtype_name(o.dtype)},
-          {"bus_factor", spec::bus_factor(o.op, world_size)},
+          {"bus_factor", scenario::bus_factor(o.op, world_size)},
           {"rows", std::move(a)},
           {"avg_busbw_GBps", average_busbw(rows) / units::kGB},
           {"wrong", total_wrong(rows)}};

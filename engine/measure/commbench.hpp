@@ -8,7 +8,7 @@
 // Sizes follow nccl-tests: `bytes` is the buffer of all_reduce and broadcast, the full n-rank
 // buffer of reduce_scatter (input) and all_gather (output), and each rank's message for
 // sendrecv (rank r sends to r+1 and receives from r−1). time is the mean per op, the maximum
-// over ranks; algbw = bytes / time; busbw = algbw · spec::bus_factor(op, n); #wrong is summed
+// over ranks; algbw = bytes / time; busbw = algbw · scenario::bus_factor(op, n); #wrong is summed
 // over ranks. The values are integers ≤ 7n, so the check is exact in every dtype for
 // n ≤ 36 (bf16 holds integers up to 256 exactly).
 #include <cstdint>
@@ -21,14 +21,14 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/comm/communicator.hpp"
-#include "engine/spec/comm_op.hpp"
+#include "engine/scenario/comm_op.hpp"
 
 namespace stratagem::runtime {
 
 struct CommBenchOptions {
-  spec::CommOp op = spec::CommOp::all_reduce;
+  scenario::CommOp op = scenario::CommOp::all_reduce;
   at::ScalarType dtype = at::kFloat;
-  std::vector<std::int64_t> sizes;  ///< bytes, nccl-tests' size (spec::size_sweep)
+  std::vector<std::int64_t> sizes;  ///< bytes, nccl-tests' size (scenario::size_sweep)
   int warmup = 5;
   int iters = 20;
   /// > 0: pick the iterations per size so that each size's timed loop takes about this long

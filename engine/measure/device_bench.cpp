@@ -10,22 +10,22 @@
 #include <ATen/Parallel.h>
 
 #include "engine/measure/stopwatch.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
 namespace {
 
-at::ScalarType storage_type(spec::DType d) {
+at::ScalarType storage_type(scenario::DType d) {
   switch (d) {
-    case spec::DType::fp16:
+    case scenario::DType::fp16:
       return at::kHalf;
-    case spec::DType::bf16:
+    case scenario::DType::bf16:
       return at::kBFloat16;
-    case spec::DType::fp32:
-    case spec::DType::tf32:
+    case scenario::DType::fp32:
+    case scenario::DType::tf32:
       return at::kFloat;
-    case spec::DType::fp8:
+    case scenario::DType::fp8:
       break;  // LibTorch has no fp8 matmul to time here (scaled_mm is Hopper-only, 2.1+)
   }
   throw RuntimeError("device_bench: no fp8 GEMM to measure with this LibTorch");
@@ -76,12 +76,12 @@ double measure_rate(double work, const std::function<at::Tensor()>& f, double se
   return best;
 }
 
-bool native_matmul_dtype(spec::DType dtype, const c10::Device& device) {
-  if (device.is_cpu()) return dtype == spec::DType::fp32 || dtype == spec::DType::bf16;
+bool native_matmul_dtype(scenario::DType dtype, const c10::Device& device) {
+  if (device.is_cpu()) return dtype == scenario::DType::fp32 || dtype == scenario::DType::bf16;
   return true;
 }
 
-double matmul_rate(spec::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+double matmul_rate(scenario::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
                    const c10::Device& device, double seconds, int trials) {
   const auto type =
       device.is_cpu() && !native_matmul_dtype(dtype, device) ? at::kFloat : storage_type(dtype);
@@ -89,7 +89,7 @@ double matmul_rate(spec::DType dtype, std::int64_t m, std::int64_t n, std::int64
   const auto a = at::randn({m, k}, options);
   const auto b = at::randn({k, n}, options);
   auto c = at::empty({m, n}, options);
-  AllowTf32 tf32(dtype == spec::DType::tf32);
+  AllowTf32 tf32(dtype == scenario::DType::tf32);
   const double flop =
       2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   return measure_rate(
@@ -116,14 +116,14 @@ double elementwise_seconds(std::int64_t elements, const c10::Device& device, dou
   return 1.0 / calls_per_s;
 }
 
-spec::GpuSpec measure_cpu_device(int processes_on_node) {
+scenario::GpuSpec measure_cpu_device(int processes_on_node) {
   // The best of a few short trials, so that a moment of interference from other processes
   // (the other workers start at the same time) does not set the peak.
   constexpr double kTrialSeconds = 0.02;
   constexpr int kTrials = 5;
   constexpr std::int64_t kMatmulDim = 256;
   constexpr std::int64_t kCopyBytes = 32LL << 20;
-  spec::GpuSpec g;
+  scenario::GpuSpec g;
   const int threads = at::get_num_threads();
   g.name = "cpu (measured, " + std::to_string(threads) + " thread" + (threads > 1 ? "s" : "") +
            " per process)";
@@ -131,10 +131,10 @@ spec::GpuSpec measure_cpu_device(int processes_on_node) {
   const double page = static_cast<double>(::sysconf(_SC_PAGESIZE));
   g.memory_bytes = pages * page / processes_on_node;
   const c10::Device cpu(c10::kCPU);
-  g.peak_fp32 = matmul_rate(spec::DType::fp32, kMatmulDim, kMatmulDim, kMatmulDim, cpu,
+  g.peak_fp32 = matmul_rate(scenario::DType::fp32, kMatmulDim, kMatmulDim, kMatmulDim, cpu,
                             kTrialSeconds, kTrials);
   g.peak_tf32 = g.peak_fp32;  // no tf32 on CPUs
-  g.peak_bf16 = matmul_rate(spec::DType::bf16, kMatmulDim, kMatmulDim, kMatmulDim, cpu,
+  g.peak_bf16 = matmul_rate(scenario::DType::bf16, kMatmulDim, kMatmulDim, kMatmulDim, cpu,
                             kTrialSeconds, kTrials);
   // fp16 runs in fp32 on a CPU (model_units.hpp), so its attainable rate is fp32's.
   g.peak_fp16 = g.peak_fp32;

@@ -11,7 +11,7 @@
 #include <ATen/Tensor.h>
 #include <c10/core/Device.h>
 
-#include "engine/spec/cluster.hpp"
+#include "engine/scenario/cluster.hpp"
 
 namespace stratagem::runtime {
 
@@ -31,7 +31,7 @@ double measure_rate(double work, const std::function<at::Tensor()>& f, double se
 
 /// FLOP/s of an m×k by k×n matrix multiply (2·m·n·k FLOP) in `dtype` on `device`.
 /// tf32 is fp32 with TF32 tensor-core math allowed (CUDA only; the same as fp32 on CPUs).
-double matmul_rate(spec::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
+double matmul_rate(scenario::DType dtype, std::int64_t m, std::int64_t n, std::int64_t k,
                    const c10::Device& device, double seconds, int trials = 1);
 
 /// Seconds per element-wise fp32 add c = a + b of `elements` elements (3·4·elements bytes
@@ -40,11 +40,11 @@ double elementwise_seconds(std::int64_t elements, const c10::Device& device, dou
 
 /// Whether dtype runs natively on `device`, or (false) is computed in another dtype by the
 /// runtime (fp16 and tf32 on CPUs compute in fp32; see model_units.hpp).
-bool native_matmul_dtype(spec::DType dtype, const c10::Device& device);
+bool native_matmul_dtype(scenario::DType dtype, const c10::Device& device);
 
 /// A CPU "device": this process's share of the machine (fp32/bf16 matmul at 256³, copy
 /// bandwidth; best of 5 short trials), as real runs on CPUs describe their devices.
-spec::GpuSpec measure_cpu_device(int processes_on_node);
+scenario::GpuSpec measure_cpu_device(int processes_on_node);
 
 struct CudaDeviceInfo {
   std::string name;

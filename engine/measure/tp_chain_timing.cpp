@@ -63,7 +63,7 @@ double run_chain(TpUnitRun& run, const std::vector<workload::TpPiece>& chain, in
 
 }  // namespace
 
-std::vector<std::vector<double>> time_tp_chains(const spec::Scenario& s, const GptUnits& units,
+std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, const GptUnits& units,
                                                 ModelState& state, const at::Tensor& input,
                                                 const at::Tensor& targets, int repetitions) {
   const workload::TpChains chains(s);
@@ -81,13 +81,13 @@ std::vector<std::vector<double>> time_tp_chains(const spec::Scenario& s, const G
     double d[7];
     // forward: embedding, block, head
     TpUnitRun e(units, 0, state.unit_params(0), at::Tensor(), input, at::Tensor(),
-                spec::Recompute::none);
+                scenario::Recompute::none);
     d[0] = run_chain(e, chains.chain(0, false, true), tp, [&] { synchronize(e.output()); });
     TpUnitRun b(units, 1, state.unit_params(1), at::Tensor(), e.output(), at::Tensor(),
-                spec::Recompute::none);
+                scenario::Recompute::none);
     d[1] = run_chain(b, chains.chain(1, false, true), tp, [&] { synchronize(b.output()); });
     TpUnitRun h(units, head, state.unit_params(head), borrowed, b.output(), targets,
-                spec::Recompute::none);
+                scenario::Recompute::none);
     d[2] = run_chain(h, chains.chain(head, true, true), tp, [] {});  // the loss is read
     // backward: head, block, embedding, gradients accumulated as the executor does
     at::Tensor grad = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device));

@@ -12,7 +12,7 @@
 
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_units.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::runtime {
 
@@ -20,7 +20,7 @@ namespace stratagem::runtime {
 /// block's, the head's, the head's backward, the block's, the embedding's, and the optimizer
 /// step over the three units. `s` is the one-block scenario `units` and `state` were built
 /// for (tp > 1), `input` / `targets` tokens [b, s].
-std::vector<std::vector<double>> time_tp_chains(const spec::Scenario& s, const GptUnits& units,
+std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, const GptUnits& units,
                                                 ModelState& state, const at::Tensor& input,
                                                 const at::Tensor& targets, int repetitions);
 

@@ -15,11 +15,11 @@
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_layout.hpp"
 #include "engine/runtime/model_units.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/profile.hpp"
 
 namespace stratagem::runtime {
 
-std::function<void()> block_workload(const spec::Scenario& scenario, const c10::Device& device) {
+std::function<void()> block_workload(const scenario::Scenario& scenario, const c10::Device& device) {
   check_runtime_model(scenario.model);
   auto units =
       std::make_shared<GptUnits>(scenario.model, scenario.training.seq_len, false,
@@ -32,25 +32,25 @@ std::function<void()> block_workload(const spec::Scenario& scenario, const c10::
   const at::Tensor grad = at::randn_like(x);
   return [units, params, x, grad] {
     UnitActivation a =
-        units->forward(1, params, at::Tensor(), x, at::Tensor(), spec::Recompute::none);
+        units->forward(1, params, at::Tensor(), x, at::Tensor(), scenario::Recompute::none);
     synchronize(units->backward(a, grad).input);
   };
 }
 
-spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Device& device,
+scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const c10::Device& device,
                                   int repetitions) {
   check_runtime_model(scenario.model);
   // One block is enough: blocks are identical. The executor's own state holds the parameters,
   // gradients and optimizer states, so the update timed is the one training runs.
   // With tensor parallelism: TP rank 0's shard of each unit, its chains run as the executor
   // runs them (tp and sequence parallelism kept), the collectives stood in for locally.
-  spec::Scenario s = scenario;
+  scenario::Scenario s = scenario;
   s.model.layers = 1;
   auto& st = s.strategy;
   st.dp = st.pp = st.chunks = st.cp = 1;
   st.grad_accum = 1;
-  st.sharding = spec::Sharding::none;
-  st.offload_optimizer = spec::Offload::none;
+  st.sharding = scenario::Sharding::none;
+  st.offload_optimizer = scenario::Offload::none;
   s.cluster.nodes = 1;
   s.cluster.gpus_per_node = st.tp;
   s.training.global_batch = st.micro_batch_size;
@@ -83,17 +83,17 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
     std::vector<Clock::time_point> at_(8);
     at_[0] = Clock::now();
     UnitActivation a0 = units.forward(0, state.unit_params(0), at::Tensor(), input, at::Tensor(),
-                                      spec::Recompute::none);
+                                      scenario::Recompute::none);
     const at::Tensor x0 = units.to_boundary(a0.output);
     synchronize(x0);
     at_[1] = Clock::now();
     UnitActivation a1 = units.forward(1, state.unit_params(1), at::Tensor(), x0, at::Tensor(),
-                                      spec::Recompute::none);
+                                      scenario::Recompute::none);
     const at::Tensor x1 = units.to_boundary(a1.output);
     synchronize(x1);
     at_[2] = Clock::now();
     UnitActivation ah =
-        units.forward(head, state.unit_params(head), borrowed, x1, targets, spec::Recompute::none);
+        units.forward(head, state.unit_params(head), borrowed, x1, targets, scenario::Recompute::none);
     synchronize(ah.output);
     at_[3] = Clock::now();
     UnitGrads gh = units.backward(ah, scale);
@@ -119,8 +119,8 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
       t[k].push_back(std::chrono::duration<double>(at_[k + 1] - at_[k]).count());
     }
   }
-  spec::MeasuredUnits m;
-  m.shape = spec::unit_shape_key(scenario);
+  scenario::MeasuredUnits m;
+  m.shape = scenario::unit_shape_key(scenario);
   m.embedding_forward = result::median(t[0]);
   m.block_forward = result::median(t[1]);
   m.head_forward = result::median(t[2]);
@@ -135,10 +135,10 @@ spec::MeasuredUnits measure_units(const spec::Scenario& scenario, const c10::Dev
   return m;
 }
 
-spec::MeasuredUnits measure_units_on_all_ranks(const spec::Scenario& scenario, Communicator& comm,
+scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario, Communicator& comm,
                                                const c10::Device& device, int repetitions) {
   comm.barrier({});
-  const spec::MeasuredUnits mine = measure_units(scenario, device, repetitions);
+  const scenario::MeasuredUnits mine = measure_units(scenario, device, repetitions);
   // Every rank's figures on every rank, then one average (the same everywhere).
   constexpr int kFields = 8;
   const at::Tensor local =
@@ -151,7 +151,7 @@ spec::MeasuredUnits measure_units_on_all_ranks(const spec::Scenario& scenario, C
   comm.all_gather(all, local, {})->wait();
   all = all.cpu();
   const double* v = all.data_ptr<double>();
-  std::vector<spec::MeasuredUnits> ranks(static_cast<std::size_t>(comm.world_size()), mine);
+  std::vector<scenario::MeasuredUnits> ranks(static_cast<std::size_t>(comm.world_size()), mine);
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     const double* f = v + r * kFields;
     auto& u = ranks[r];
@@ -164,7 +164,7 @@ spec::MeasuredUnits measure_units_on_all_ranks(const spec::Scenario& scenario, C
     u.optimizer_per_param = f[6];
     u.jitter_cv = f[7];
   }
-  return spec::average_units(ranks, /*between_is_rank=*/true);
+  return scenario::average_units(ranks, /*between_is_rank=*/true);
 }
 
 }  // namespace stratagem::runtime

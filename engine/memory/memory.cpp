@@ -2,8 +2,8 @@
 
 #include "engine/memory/transient.hpp"
 #include "engine/plan/plan.hpp"
-#include "engine/spec/parallel_dims.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/parallel_dims.hpp"
+#include "engine/scenario/units.hpp"
 #include "engine/workload/stages.hpp"
 #include "engine/workload/units.hpp"
 #include "engine/workload/weights.hpp"
@@ -18,13 +18,13 @@ void set(RankMemory& r, TensorClass c, double bytes) {
   r.bytes[static_cast<int>(c)] = bytes;
 }
 
-RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& units,
+RankMemory stage_memory(const scenario::Scenario& s, const std::vector<plan::Unit>& units,
                         const std::vector<std::pair<int, int>>& chunks, int stage) {
-  const spec::StrategySpec& st = s.strategy;
-  const double c = spec::compute_param_bytes(st.precision);
+  const scenario::StrategySpec& st = s.strategy;
+  const double c = scenario::compute_param_bytes(st.precision);
   // With one data-parallel rank there is nothing to gather or reduce: the plan emits neither.
-  const bool gather = spec::shards_parameters(st.sharding) && st.dp * st.cp > 1;
-  const bool buckets = spec::shards_gradients(st.sharding) && st.dp * st.cp > 1;
+  const bool gather = scenario::shards_parameters(st.sharding) && st.dp * st.cp > 1;
+  const bool buckets = scenario::shards_gradients(st.sharding) && st.dp * st.cp > 1;
 
   StageTransientInput input;
   input.schedule = st.schedule;
@@ -33,11 +33,11 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
   input.chunks = st.chunks;
   input.microbatches = s.micro_batches();
   input.params_sharded = gather;
-  input.reshard_after_forward = spec::reshards_after_forward(st.sharding);
+  input.reshard_after_forward = scenario::reshards_after_forward(st.sharding);
   input.prefetch = st.prefetch;
   input.grads_sharded = buckets;
   input.bucket_cap_bytes = units::bucket_mb_to_bytes(st.bucket_mb);
-  input.recompute = spec::effective_recompute(st) != spec::Recompute::none;
+  input.recompute = scenario::effective_recompute(st) != scenario::Recompute::none;
   double stage_params = 0;
   for (const auto& [begin, end] : chunks) {
     auto& out = input.chunk_units.emplace_back();
@@ -58,7 +58,7 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 
   RankMemory r;
   r.stage = stage;
-  r.rank = spec::mesh_shape(st).rank_of(stage, 0);
+  r.rank = scenario::mesh_shape(st).rank_of(stage, 0);
   r.shards = shard_group_size(s);
   r.stage_params = stage_params;
   const ModelStates states = model_states(stage_params, r.shards, st);
@@ -82,8 +82,8 @@ RankMemory stage_memory(const spec::Scenario& s, const std::vector<plan::Unit>& 
 
 }  // namespace
 
-MemoryReport estimate_memory(const spec::Scenario& s) {
-  const spec::StrategySpec& st = s.strategy;
+MemoryReport estimate_memory(const scenario::Scenario& s) {
+  const scenario::StrategySpec& st = s.strategy;
   const std::vector<plan::Unit> units = workload::make_units(s);
   const auto split = workload::split_stages(s.model.layers, st);
   MemoryReport report;
@@ -117,7 +117,7 @@ std::vector<RankMemory> expand_to_ranks(const std::vector<RankMemory>& stages, i
           r.dp_index = d;
           r.tp_index = t;
           r.cp_index = k;
-          r.rank = spec::MeshShape{dp, 1, tp, cp}.rank_of(stage.stage, d, t, k);
+          r.rank = scenario::MeshShape{dp, 1, tp, cp}.rank_of(stage.stage, d, t, k);
           out.push_back(r);
         }
       }

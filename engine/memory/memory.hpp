@@ -16,7 +16,7 @@
 
 #include "engine/memory/model_states.hpp"
 #include "engine/plan/plan.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::memory {
 
@@ -55,8 +55,8 @@ struct MemoryReport {
   const RankMemory& worst() const { return stages[worst_stage]; }
 };
 
-/// The memory of every rank of a valid scenario (as spec::validate leaves it).
-MemoryReport estimate_memory(const spec::Scenario& scenario);
+/// The memory of every rank of a valid scenario (as scenario::validate leaves it).
+MemoryReport estimate_memory(const scenario::Scenario& scenario);
 
 /// Every rank of the scenario from its per-stage entries (rank = (stage · dp + dp index) · tp
 /// + tp index, as plan::Layout numbers them).

@@ -12,7 +12,7 @@
 //   master_weights  4·Ψ,      4·Ψ/N likewise; none for fp32 or pure bf16
 // Mixed-precision Adam (K = K_s + 4 = 12) gives (2+2+K)Ψ, 2Ψ+2Ψ+KΨ/N, 2Ψ+(2+K)Ψ/N, (2+2+K)Ψ/N.
 // With `offload_optimizer: cpu` the optimizer states and master weights live in host memory.
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::memory {
 
@@ -37,19 +37,19 @@ struct ModelStates {
 
 /// Model states of one rank holding `params` (Ψ) shared by `shards` (N) ranks, sharded as
 /// `strategy.sharding` says, with the strategy's precision, optimizer and offload.
-ModelStates model_states(double params, int shards, const spec::StrategySpec& strategy);
+ModelStates model_states(double params, int shards, const scenario::StrategySpec& strategy);
 
 /// The quick form: ZeRO stage 0..3 in place of the strategy's sharding. Throws SpecError
 /// (path "--zero") for any other stage.
 ModelStates zero_model_states(double params, int shards, int zero_stage,
-                              const spec::StrategySpec& strategy);
+                              const scenario::StrategySpec& strategy);
 
 /// The sharding stage a ZeRO stage number means (0 none, 1, 2, 3); throws SpecError otherwise.
-spec::Sharding sharding_of_zero_stage(int zero_stage);
+scenario::Sharding sharding_of_zero_stage(int zero_stage);
 
 /// N: the ranks that share a stage's sharded states. The data-parallel group (dp), or its
 /// members inside one node for HYBRID_SHARD (gpus_per_node / tp: shard inside the node,
 /// replicate across nodes).
-int shard_group_size(const spec::Scenario& scenario);
+int shard_group_size(const scenario::Scenario& scenario);
 
 }  // namespace stratagem::memory

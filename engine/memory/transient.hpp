@@ -38,7 +38,7 @@
 // of the walk, while it runs and just after it ends.
 #include <vector>
 
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/strategy.hpp"
 #include "engine/workload/schedule.hpp"
 
 namespace stratagem::memory {
@@ -52,7 +52,7 @@ struct UnitTransient {
 };
 
 struct StageTransientInput {
-  spec::Schedule schedule = spec::Schedule::one_f_one_b;
+  scenario::Schedule schedule = scenario::Schedule::one_f_one_b;
   int pp = 1;
   int stage = 0;
   int chunks = 1;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::plan {
 
@@ -27,11 +27,11 @@ double BuildContext::units_act(int u0, int u1, bool full) const {
 }
 
 bool BuildContext::gathers_params(int rank) const {
-  return spec::shards_parameters(scenario.strategy.sharding) && syncs_grads(rank);
+  return scenario::shards_parameters(scenario.strategy.sharding) && syncs_grads(rank);
 }
 
 bool BuildContext::shards_grads(int rank) const {
-  return spec::shards_gradients(scenario.strategy.sharding) && syncs_grads(rank);
+  return scenario::shards_gradients(scenario.strategy.sharding) && syncs_grads(rank);
 }
 
 int BuildContext::add_group(std::vector<int> ranks, const std::string& label) {

@@ -12,9 +12,9 @@
 namespace stratagem::plan {
 
 struct BuildContext {
-  BuildContext(const spec::Scenario& s, const BuildOptions& o) : scenario(s), options(o) {}
+  BuildContext(const scenario::Scenario& s, const BuildOptions& o) : scenario(s), options(o) {}
 
-  const spec::Scenario& scenario;
+  const scenario::Scenario& scenario;
   BuildOptions options;
   StepPlan plan;
 
@@ -30,11 +30,11 @@ struct BuildContext {
   std::vector<int> tp_group;       ///< tensor-parallel peers of (stage, dp index)
   std::vector<int> cp_group;       ///< context-parallel ring of (stage, dp index, tp index)
 
-  const spec::StrategySpec& strategy() const { return scenario.strategy; }
+  const scenario::StrategySpec& strategy() const { return scenario.strategy; }
   const Layout& layout() const { return plan.layout; }
   int group_size(int g) const { return static_cast<int>(plan.groups[g].ranks.size()); }
   /// Bytes per element of parameters, gradients and activations as computed.
-  double compute_bytes() const { return spec::compute_param_bytes(scenario.strategy.precision); }
+  double compute_bytes() const { return scenario::compute_param_bytes(scenario.strategy.precision); }
   /// Parameters of the units a stage runs (all its chunks), on one tensor-parallel rank.
   double stage_params(int stage) const;
   double units_params(int u0, int u1) const;

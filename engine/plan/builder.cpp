@@ -22,7 +22,7 @@
 #include "engine/plan/schedule_pass.hpp"
 #include "engine/plan/sharding.hpp"
 #include "engine/plan/tensor_parallel.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::plan {
 
@@ -34,7 +34,7 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
   d.stage = ctx.layout().coords[rank].stage;
   const bool gathers = ctx.gathers_params(rank);
   const auto buckets = make_buckets(ctx, d.stage, gathers);
-  const bool recompute = spec::effective_recompute(ctx.strategy()) != spec::Recompute::none;
+  const bool recompute = scenario::effective_recompute(ctx.strategy()) != scenario::Recompute::none;
   const bool several = buckets.size() > 1;
   build_steps(ctx, d,
               workload::step_granularity(gathers, recompute, ctx.syncs_grads(rank),
@@ -52,12 +52,12 @@ void build_rank(BuildContext& ctx, Lowering& lowering, int rank) {
 // About how many ops the plan will hold (an upper bound of its compute steps and the TP
 // collectives splitting them), to refuse a plan that cannot fit in memory with one clear error
 // instead of an allocation failure.
-double estimated_ops(const spec::Scenario& s, bool fold) {
+double estimated_ops(const scenario::Scenario& s, bool fold) {
   const auto& st = s.strategy;
   const double built = fold ? st.pp : static_cast<double>(s.world_size());
   const double units = static_cast<double>(s.model.layers) / st.pp + 2;
-  const bool sharded = spec::shards_parameters(st.sharding);
-  const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
+  const bool sharded = scenario::shards_parameters(st.sharding);
+  const bool recompute = scenario::effective_recompute(st) != scenario::Recompute::none;
   // Steps per item: the chunk, or each unit (twice with recomputation); a TP chain is up to 6
   // ops; sharded units add a gather and a reduce-scatter each.
   const double chain = st.tp > 1 ? 6 : 1;
@@ -69,7 +69,7 @@ double estimated_ops(const spec::Scenario& s, bool fold) {
 
 }  // namespace
 
-StepPlan build_plan(const spec::Scenario& scenario, const BuildOptions& options) {
+StepPlan build_plan(const scenario::Scenario& scenario, const BuildOptions& options) {
   if (const double ops = estimated_ops(scenario, options.fold); ops > kMaxPlanOps) {
     throw SpecError("strategy.grad_accum",
                     "the plan would hold about " + std::to_string(static_cast<long long>(ops)) +
@@ -89,7 +89,7 @@ StepPlan build_plan(const spec::Scenario& scenario, const BuildOptions& options)
     if (ctx.plan.ranks[r].built) build_rank(ctx, lowering, r);
   }
   ctx.plan.model_flops_per_step =
-      spec::training_flops_per_token(scenario.model, scenario.training.seq_len) *
+      scenario::training_flops_per_token(scenario.model, scenario.training.seq_len) *
       static_cast<double>(scenario.tokens_per_step());
   lowering.check_pairs();
   return std::move(ctx.plan);

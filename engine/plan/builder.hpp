@@ -17,6 +17,6 @@ inline constexpr double kMaxPlanOps = 20e6;
 
 /// Throws SpecError (path "strategy.…") for combinations the builders cannot express, and for
 /// plans estimated beyond kMaxPlanOps ops.
-StepPlan build_plan(const spec::Scenario& scenario, const BuildOptions& options = {});
+StepPlan build_plan(const scenario::Scenario& scenario, const BuildOptions& options = {});
 
 }  // namespace stratagem::plan

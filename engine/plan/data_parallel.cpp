@@ -41,7 +41,7 @@ class GradientSync {
     }
     const int last_unit = static_cast<int>(ctx.layout().units.size()) - 1;
     tied_unit_ = ctx.tied_group[d.rank] < 0 ? -1 : d.stage == 0 ? 0 : last_unit;
-    defer_tied_ = tied_unit_ >= 0 && spec::shards_optimizer(ctx.strategy().sharding) &&
+    defer_tied_ = tied_unit_ >= 0 && scenario::shards_optimizer(ctx.strategy().sharding) &&
                   ctx.syncs_grads(d.rank) && !shard_grads_;
   }
 
@@ -80,7 +80,7 @@ class GradientSync {
   // The word table on one tensor-parallel rank: its vocabulary shard.
   double tied_table_params() const {
     const auto& m = ctx_.scenario.model;
-    return static_cast<double>(spec::padded_vocab(m, ctx_.strategy().tp)) / ctx_.strategy().tp *
+    return static_cast<double>(scenario::padded_vocab(m, ctx_.strategy().tp)) / ctx_.strategy().tp *
            static_cast<double>(m.hidden);
   }
 
@@ -115,7 +115,7 @@ class GradientSync {
       d_.before_step.push_back(op);
       return op;
     };
-    if (!shard_grads_ && !spec::shards_optimizer(ctx_.strategy().sharding)) {
+    if (!shard_grads_ && !scenario::shards_optimizer(ctx_.strategy().sharding)) {
       add(CollectiveKind::all_reduce, ctx_.dp_group[rank], bytes, after, {});
       return;
     }

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <tuple>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::plan {
 
@@ -35,7 +35,7 @@ Collective draft_collective(const BuildContext& ctx, CollectiveKind kind, CommPu
   c.purpose = purpose;
   c.group = group;
   c.bytes = bytes;
-  c.dtype = spec::compute_dtype(ctx.strategy().precision);
+  c.dtype = scenario::compute_dtype(ctx.strategy().precision);
   c.bucket = bucket;
   c.unit_begin = u0;
   c.unit_end = u1;

@@ -10,7 +10,7 @@ namespace stratagem::plan {
 namespace {
 
 void make_layout(BuildContext& ctx) {
-  const spec::Scenario& s = ctx.scenario;
+  const scenario::Scenario& s = ctx.scenario;
   const auto& st = s.strategy;
   Layout& L = ctx.plan.layout;
   L.world = s.world_size();
@@ -24,10 +24,10 @@ void make_layout(BuildContext& ctx) {
   L.units = workload::make_units(s);
   L.stage_chunk_units = workload::split_stages(s.model.layers, st);
   L.coords.resize(L.world);
-  const spec::MeshShape mesh = L.mesh();
+  const scenario::MeshShape mesh = L.mesh();
   for (int r = 0; r < L.world; ++r) {
     auto& c = L.coords[r];
-    const spec::MeshCoord m = mesh.coord_of(r);
+    const scenario::MeshCoord m = mesh.coord_of(r);
     c.tp = m.tp;
     c.cp = m.cp;
     c.dp = m.dp;
@@ -66,7 +66,7 @@ void make_groups(BuildContext& ctx) {
   ctx.tied_group.assign(L.world, -1);
   ctx.tp_group.assign(L.world, -1);
   ctx.cp_group.assign(L.world, -1);
-  const bool hybrid = st.sharding == spec::Sharding::fsdp_hybrid_shard;
+  const bool hybrid = st.sharding == scenario::Sharding::fsdp_hybrid_shard;
   // Members by key: data-parallel peers of (stage, tp index); HYBRID_SHARD's shard (the
   // data-parallel peers on one node) and replica (those at one local rank) groups.
   const auto key = [](std::int64_t a, std::int64_t b, std::int64_t c) {

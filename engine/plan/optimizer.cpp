@@ -13,19 +13,19 @@ Compute optimizer_op(const BuildContext& ctx, int rank, int stage) {
   const auto& st = ctx.strategy();
   const double psi =
       ctx.stage_params(stage) /
-      (spec::shards_optimizer(st.sharding) ? ctx.group_size(ctx.shard_group[rank]) : 1);
+      (scenario::shards_optimizer(st.sharding) ? ctx.group_size(ctx.shard_group[rank]) : 1);
   const double pc = ctx.compute_bytes();
-  const double master = spec::has_master_weights(st) ? 4.0 : 0.0;
-  const double states = spec::optimizer_state_bytes_per_param(st.optimizer);
+  const double master = scenario::has_master_weights(st) ? 4.0 : 0.0;
+  const double states = scenario::optimizer_state_bytes_per_param(st.optimizer);
   Compute c;
   c.phase = Phase::optimizer;
   c.stage = stage;
-  c.flops = psi * (st.optimizer == spec::Optimizer::sgd ? kSgdFlopsPerParam : kAdamFlopsPerParam);
+  c.flops = psi * (st.optimizer == scenario::Optimizer::sgd ? kSgdFlopsPerParam : kAdamFlopsPerParam);
   // Read the gradient, read+write master and states, write the compute copy.
   c.bytes = psi * (pc + 2.0 * master + 2.0 * states + pc);
   c.kernels = 4;
-  c.dtype = spec::DType::fp32;
-  c.on_host = st.offload_optimizer == spec::Offload::cpu;
+  c.dtype = scenario::DType::fp32;
+  c.on_host = st.offload_optimizer == scenario::Offload::cpu;
   c.params = psi;
   return c;
 }
@@ -37,8 +37,8 @@ void add_optimizer_step(BuildContext& ctx, RankDraft& d, const std::vector<Bucke
   const DraftRef step = d.add(Stream::compute, optimizer_op(ctx, d.rank, d.stage), d.before_step);
   d.epilogue.push_back(step);
   // ZeRO-1/2: every rank updated its shard; gather the updated parameters.
-  if (!ctx.syncs_grads(d.rank) || !spec::shards_optimizer(st.sharding) ||
-      spec::shards_parameters(st.sharding)) {
+  if (!ctx.syncs_grads(d.rank) || !scenario::shards_optimizer(st.sharding) ||
+      scenario::shards_parameters(st.sharding)) {
     return;
   }
   for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {

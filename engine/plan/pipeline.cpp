@@ -2,8 +2,8 @@
 
 namespace stratagem::plan {
 
-double activation_message_bytes(const spec::Scenario& s) {
-  const double c = spec::compute_param_bytes(s.strategy.precision);
+double activation_message_bytes(const scenario::Scenario& s) {
+  const double c = scenario::compute_param_bytes(s.strategy.precision);
   if (const auto& mm = s.model.measured) {
     return s.strategy.micro_batch_size * mm->boundary_bytes * c / mm->element_bytes;
   }

@@ -14,6 +14,6 @@ namespace stratagem::plan {
 void add_pipeline_transfers(const BuildContext& ctx, RankDraft& draft);
 
 /// Bytes of one activation (or gradient) message between stages, per rank.
-double activation_message_bytes(const spec::Scenario& scenario);
+double activation_message_bytes(const scenario::Scenario& scenario);
 
 }  // namespace stratagem::plan

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "engine/plan/inline_vector.hpp"
-#include "engine/spec/parallel_dims.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/parallel_dims.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "engine/workload/work.hpp"
 
 namespace stratagem::plan {
@@ -78,7 +78,7 @@ struct Collective {
   int group = 0;     ///< index into StepPlan::groups
   int instance = 0;  ///< index into StepPlan::collectives (same on every member)
   double bytes = 0;  ///< full (unsharded) buffer size S on each rank
-  spec::DType dtype = spec::DType::fp32;
+  scenario::DType dtype = scenario::DType::fp32;
   int bucket = -1;     ///< gradient bucket or unit index, -1 if none
   int unit_begin = 0;  ///< units whose tensors it carries
   int unit_end = 0;
@@ -145,7 +145,7 @@ struct RankCoord {
 };
 
 /// Ranks → coordinates, groups, and which units each (stage, chunk) runs. Ranks are numbered
-/// in the one order of spec::MeshShape (parallel_dims.hpp): tensor-parallel fastest, then
+/// in the one order of scenario::MeshShape (parallel_dims.hpp): tensor-parallel fastest, then
 /// context-parallel, data-parallel, pipeline.
 struct Layout {
   int world = 1, dp = 1, pp = 1, tp = 1, cp = 1, chunks = 1, gpus_per_node = 1, nodes = 1;
@@ -153,7 +153,7 @@ struct Layout {
   std::vector<Unit> units;        ///< 0 embedding, 1..L blocks, L+1 head
   /// stage_chunk_units[stage][chunk] = [begin, end) of units; virtual stage = chunk·pp+stage
   std::vector<std::vector<std::pair<int, int>>> stage_chunk_units;
-  spec::MeshShape mesh() const { return {dp, pp, tp, cp}; }
+  scenario::MeshShape mesh() const { return {dp, pp, tp, cp}; }
   int rank_of(int stage, int dp_index, int tp_index = 0, int cp_index = 0) const {
     return mesh().rank_of(stage, dp_index, tp_index, cp_index);
   }
@@ -208,7 +208,7 @@ struct RankInfo {
 };
 
 struct StepPlan {
-  spec::Scenario scenario;
+  scenario::Scenario scenario;
   Layout layout;
   std::vector<Op> ops;
   std::vector<OpId> deps;

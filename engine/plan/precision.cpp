@@ -9,14 +9,14 @@ constexpr double kFoundInfBytes = 4.0;  // one float all-reduced (max) across ra
 }  // namespace
 
 void add_loss_scale_check(BuildContext& ctx, RankDraft& d) {
-  if (ctx.strategy().precision != spec::Precision::fp16) return;
+  if (ctx.strategy().precision != scenario::Precision::fp16) return;
   const double grad_bytes = ctx.plan.ranks[d.rank].initial[static_cast<int>(TensorClass::grads)];
   Compute check;
   check.phase = Phase::loss_scale_check;
   check.stage = d.stage;
   check.bytes = 2.0 * grad_bytes;
   check.kernels = 2;
-  check.dtype = spec::DType::fp32;
+  check.dtype = scenario::DType::fp32;
   const DraftRef op = d.add(Stream::compute, check, d.before_step);
   d.epilogue.push_back(op);
   d.before_step = {op};

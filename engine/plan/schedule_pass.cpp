@@ -20,7 +20,7 @@ void build_steps(const BuildContext& ctx, RankDraft& d, const workload::Granular
   const auto& st = ctx.strategy();
   const Layout& L = ctx.layout();
   const int stage = d.stage;
-  const bool recompute = spec::effective_recompute(st) != spec::Recompute::none;
+  const bool recompute = scenario::effective_recompute(st) != scenario::Recompute::none;
   const auto order = workload::schedule_order(st.schedule, st.pp, stage, st.chunks, st.grad_accum);
   auto add_step = [&](Phase phase, int item, const workload::ScheduleItem& it, int u0, int u1,
                       bool first, bool chain, std::vector<MemEffect> effects) {

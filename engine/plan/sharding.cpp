@@ -3,7 +3,7 @@
 #include <set>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/workload/weights.hpp"
 
 namespace stratagem::plan {
@@ -21,18 +21,18 @@ void set_resident(BuildContext& ctx, int r) {
   const double n = ctx.group_size(ctx.shard_group[r]);
   const double c = ctx.compute_bytes();
   auto set = [&](TensorClass cls, double bytes) { info.initial[static_cast<int>(cls)] = bytes; };
-  set(TensorClass::params, c * psi / (spec::shards_parameters(st.sharding) ? n : 1.0));
-  set(TensorClass::grads, c * psi / (spec::shards_gradients(st.sharding) ? n : 1.0));
-  const double opt_shard = spec::shards_optimizer(st.sharding) ? n : 1.0;
-  const double states = spec::optimizer_state_bytes_per_param(st.optimizer) * psi / opt_shard;
-  const double master = spec::has_master_weights(st) ? 4.0 * psi / opt_shard : 0.0;
-  if (st.offload_optimizer == spec::Offload::cpu) {
+  set(TensorClass::params, c * psi / (scenario::shards_parameters(st.sharding) ? n : 1.0));
+  set(TensorClass::grads, c * psi / (scenario::shards_gradients(st.sharding) ? n : 1.0));
+  const double opt_shard = scenario::shards_optimizer(st.sharding) ? n : 1.0;
+  const double states = scenario::optimizer_state_bytes_per_param(st.optimizer) * psi / opt_shard;
+  const double master = scenario::has_master_weights(st) ? 4.0 * psi / opt_shard : 0.0;
+  if (st.offload_optimizer == scenario::Offload::cpu) {
     info.host_bytes = states + master;
   } else {
     set(TensorClass::optimizer, states);
     set(TensorClass::master_weights, master);
   }
-  set(TensorClass::loss_scale, st.precision == spec::Precision::fp16 ? kLossScaleBytes : 0.0);
+  set(TensorClass::loss_scale, st.precision == scenario::Precision::fp16 ? kLossScaleBytes : 0.0);
   const Layout& L = ctx.layout();
   set(TensorClass::fp8_weights,
       workload::fp8_resident_bytes(st, L.units, L.stage_chunk_units[L.coords[r].stage]));
@@ -42,7 +42,7 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
   if (!ctx.gathers_params(d.rank)) return;
   const auto& st = ctx.strategy();
   const Layout& L = ctx.layout();
-  const bool reshard = spec::reshards_after_forward(st.sharding);
+  const bool reshard = scenario::reshards_after_forward(st.sharding);
   const int group = ctx.shard_group[d.rank];
 
   // The units in the order compute needs them.
@@ -62,7 +62,7 @@ void add_parameter_gathers(BuildContext& ctx, RankDraft& d) {
     Collective gather = draft_collective(ctx, CollectiveKind::all_gather,
                                          CommPurpose::param_gather, group, bytes, unit, unit,
                                          unit + 1);
-    if (st.fp8_all_gather && L.units[unit].linear_params > 0) gather.dtype = spec::DType::fp8;
+    if (st.fp8_all_gather && L.units[unit].linear_params > 0) gather.dtype = scenario::DType::fp8;
     gathers.push_back(d.add(
         Stream::gather, gather, std::move(deps),
         {{TensorClass::gathered_params, workload::gathered_bytes(st, L.units[unit]), false}}));

@@ -4,8 +4,8 @@
 #include <cmath>
 
 #include "engine/plan/schedule_pass.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/tensor_shapes.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/chain_piece.hpp"
 #include "engine/workload/tp_chain.hpp"
 
@@ -34,7 +34,7 @@ class TensorParallel {
         }
       }
       if (s.phase == Phase::recompute &&
-          spec::effective_recompute(ctx_.strategy()) != spec::Recompute::full) {
+          scenario::effective_recompute(ctx_.strategy()) != scenario::Recompute::full) {
         continue;  // selective: the attention core alone, all local
       }
       const DraftRef head = s.first();
@@ -131,9 +131,9 @@ void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& d) {
   for (const auto& [b, e] : L.stage_chunk_units[d.stage]) {
     for (int u = b; u < e; ++u) {
       if (u == last)
-        params += spec::head_sequence_parallel_params(ctx.scenario.model);
+        params += scenario::head_sequence_parallel_params(ctx.scenario.model);
       else if (u > 0)
-        params += spec::block_sequence_parallel_params(ctx.scenario.model);
+        params += scenario::block_sequence_parallel_params(ctx.scenario.model);
     }
   }
   if (params <= 0) return;

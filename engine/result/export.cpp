@@ -3,8 +3,8 @@
 #include <charconv>
 #include <fstream>
 
-#include "engine/spec/error.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::result {
 

@@ -2,7 +2,7 @@
 
 #include <fstream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::result {
 
@@ -125,7 +125,7 @@ namespace {
 constexpr int kCommPurposeCount = 6;
 static_assert(static_cast<int>(plan::CommPurpose::context_parallel) == kCommPurposeCount - 1);
 constexpr int kDTypeCount = 5;
-static_assert(static_cast<int>(spec::DType::fp8) == kDTypeCount - 1);
+static_assert(static_cast<int>(scenario::DType::fp8) == kDTypeCount - 1);
 
 const std::vector<std::string> kSpanColumns = {
     "op",         "kind",     "stream", "purpose", "stage", "chunk",   "microbatch",
@@ -193,7 +193,7 @@ nlohmann::json metrics_to_json(const Metrics& m) {
       {"model_flops_per_step", m.model_flops_per_step},
       {"mfu", m.mfu},
       {"peak_flops",
-       {{"flops_per_s", m.peak_flops.flops_per_s}, {"dtype", spec::to_string(m.peak_flops.dtype)}}},
+       {{"flops_per_s", m.peak_flops.flops_per_s}, {"dtype", scenario::to_string(m.peak_flops.dtype)}}},
       {"bubble_fraction", m.bubble_fraction},
       {"exposed_comm_s", m.exposed_comm_s},
       {"comm_s", m.comm_s},
@@ -212,8 +212,8 @@ Metrics metrics_from_json(const nlohmann::json& j, const std::string& where) {
   m.mfu = j.at("mfu").get<double>();
   m.peak_flops.flops_per_s = j.at("peak_flops").at("flops_per_s").get<double>();
   const std::string dtype = j.at("peak_flops").at("dtype").get<std::string>();
-  m.peak_flops.dtype = enum_from<spec::DType>(
-      dtype, kDTypeCount, [](spec::DType d) { return std::string(spec::to_string(d)); },
+  m.peak_flops.dtype = enum_from<scenario::DType>(
+      dtype, kDTypeCount, [](scenario::DType d) { return std::string(scenario::to_string(d)); },
       where + ".peak_flops.dtype");
   m.bubble_fraction = j.at("bubble_fraction").get<double>();
   m.exposed_comm_s = j.at("exposed_comm_s").get<double>();
@@ -322,7 +322,7 @@ nlohmann::json to_json(const RunResult& r) {
   return {{"format", kFormatName},
           {"version", kFormatVersion},
           {"executor", {{"name", r.executor}, {"hardware", r.hardware}, {"events", r.events}}},
-          {"scenario", spec::to_json(r.scenario)},
+          {"scenario", scenario::to_json(r.scenario)},
           {"metrics", metrics_to_json(r.metrics)},
           {"ranks", std::move(ranks)}};
 }
@@ -353,7 +353,7 @@ RunResult result_from_json(const nlohmann::json& j, const std::string& source) {
     r.executor = executor.at("name").get<std::string>();
     r.hardware = executor.at("hardware").get<std::string>();
     r.events = executor.value("events", std::uint64_t{0});
-    r.scenario = spec::parse_scenario(j.at("scenario"));
+    r.scenario = scenario::parse_scenario(j.at("scenario"));
     r.metrics = metrics_from_json(j.at("metrics"), source + ": metrics");
     const auto& ranks = j.at("ranks");
     r.ranks.reserve(ranks.size());

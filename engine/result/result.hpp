@@ -12,7 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/plan/plan.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::result {
 
@@ -95,7 +95,7 @@ struct MemoryTrack {
 
 struct RankResult {
   int rank = 0;
-  /// Its mesh coordinate (spec::MeshCoord: pipeline stage, data-, context- and
+  /// Its mesh coordinate (scenario::MeshCoord: pipeline stage, data-, context- and
   /// tensor-parallel index) and node, as the plan laid it out.
   int stage = 0, dp = 0, node = 0;
   int tp = 0, cp = 0;
@@ -110,7 +110,7 @@ struct RankResult {
 
 struct PeakFlops {
   double flops_per_s = 0;
-  spec::DType dtype = spec::DType::fp32;
+  scenario::DType dtype = scenario::DType::fp32;
 };
 
 struct Metrics {
@@ -133,7 +133,7 @@ struct Metrics {
 };
 
 struct RunResult {
-  spec::Scenario scenario;
+  scenario::Scenario scenario;
   std::string executor = "sim";  ///< "sim" or "real"
   std::string hardware;          ///< cost-model or machine profile name
   std::uint64_t events = 0;      ///< events the executor processed (sim)

@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/runtime/checkpoint_io.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -57,8 +57,8 @@ nlohmann::json scaler_json(const DynamicLossScaler* scaler) {
 
 }  // namespace
 
-std::string scenario_fingerprint(const spec::Scenario& s) {
-  nlohmann::json j = {{"model", spec::to_json(s.model)}, {"strategy", spec::to_json(s.strategy)},
+std::string scenario_fingerprint(const scenario::Scenario& s) {
+  nlohmann::json j = {{"model", scenario::to_json(s.model)}, {"strategy", scenario::to_json(s.strategy)},
                       {"seq_len", s.training.seq_len},   {"global_batch", s.training.global_batch},
                       {"seed", s.training.seed},         {"world", s.world_size()}};
   const std::string text = j.dump();

@@ -41,6 +41,6 @@ std::int64_t load_checkpoint(const std::string& dir, Executor& executor, Communi
 std::int64_t latest_complete_step(const std::string& dir);
 
 /// What a checkpoint must match to be resumed: the scenario without its name and step count.
-std::string scenario_fingerprint(const spec::Scenario& scenario);
+std::string scenario_fingerprint(const scenario::Scenario& scenario);
 
 }  // namespace stratagem::runtime

@@ -14,7 +14,7 @@
 
 #include <ATen/ATen.h>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime::ckpt {
 

@@ -4,7 +4,7 @@
 #include <iterator>
 #include <numeric>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -119,14 +119,14 @@ std::unique_ptr<DataSource> make_text_data(const std::string& path, std::int64_t
   return std::make_unique<TextData>(path, std::move(bytes), seed);
 }
 
-std::int64_t sample_index(const spec::Scenario& s, std::int64_t step, int dp_index, int microbatch,
+std::int64_t sample_index(const scenario::Scenario& s, std::int64_t step, int dp_index, int microbatch,
                           int row) {
   const std::int64_t mbs = s.strategy.micro_batch_size;
   return step * s.training.global_batch + dp_index * mbs * s.strategy.grad_accum +
          microbatch * mbs + row;
 }
 
-std::vector<std::int64_t> microbatch_tokens(const DataSource& data, const spec::Scenario& s,
+std::vector<std::int64_t> microbatch_tokens(const DataSource& data, const scenario::Scenario& s,
                                             std::int64_t step, int dp_index, int microbatch) {
   const std::int64_t len = s.training.seq_len + 1;
   const int rows = s.strategy.micro_batch_size;

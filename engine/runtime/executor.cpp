@@ -10,7 +10,7 @@
 
 #include "engine/launch/heartbeat.hpp"
 #include "engine/runtime/executor_run.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -401,7 +401,7 @@ Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, con
   tp_piece_ = index_tp_chains(plan, rank);
   state_ =
       std::make_unique<ModelState>(plan, rank, *units_, options_.seed, options_.optimizer, device);
-  if (sc.strategy.precision == spec::Precision::fp16) {
+  if (sc.strategy.precision == scenario::Precision::fp16) {
     scaler_ = std::make_unique<DynamicLossScaler>(sc.strategy.loss_scale);
   }
 }

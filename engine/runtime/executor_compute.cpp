@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/runtime/executor_run.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -60,8 +60,8 @@ void Executor::Run::forward(const plan::Op& op, const plan::Compute& c) {
     const std::int64_t s = plan.scenario.training.seq_len;
     at::Tensor input = u == 0 ? tokens.narrow(1, 0, s) : x;
     at::Tensor targets = u == head_unit ? tokens.narrow(1, 1, s) : at::Tensor();
-    const auto rc = recomputed.count(unit_key(c.microbatch, u)) ? spec::effective_recompute(plan.scenario.strategy)
-                                                                : spec::Recompute::none;
+    const auto rc = recomputed.count(unit_key(c.microbatch, u)) ? scenario::effective_recompute(plan.scenario.strategy)
+                                                                : scenario::Recompute::none;
     const std::int64_t before = meter.live_bytes();
     UnitActivation act =
         units.forward(u, state.unit_params(u), borrowed_table(u), input, targets, rc);

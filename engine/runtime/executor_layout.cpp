@@ -4,7 +4,7 @@
 #include <cmath>
 #include <set>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

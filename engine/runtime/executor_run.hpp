@@ -15,7 +15,7 @@
 #include "engine/runtime/executor_memory.hpp"
 #include "engine/runtime/executor_watcher.hpp"
 #include "engine/runtime/tp_units.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

@@ -6,7 +6,7 @@
 
 #include <ATen/ATen.h>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -40,11 +40,11 @@ void move_storage(const at::Tensor& from, const at::Tensor& to) {
 
 }  // namespace
 
-OptimizerConfig OptimizerConfig::defaults(spec::Optimizer kind, double lr) {
+OptimizerConfig OptimizerConfig::defaults(scenario::Optimizer kind, double lr) {
   OptimizerConfig c;
   c.kind = kind;
   c.lr = lr;
-  c.weight_decay = kind == spec::Optimizer::adamw ? 0.01 : 0.0;
+  c.weight_decay = kind == scenario::Optimizer::adamw ? 0.01 : 0.0;
   return c;
 }
 
@@ -57,7 +57,7 @@ ModelState::ModelState(const plan::StepPlan& plan, int rank, const GptUnits& uni
   const auto& opt_op = std::get<plan::Compute>(plan.ops[layout_.optimizer_op].payload);
   if (opt_op.on_host) opt_device_ = c10::Device(c10::kCPU);
   dtype_ = units.numerics().param_dtype;
-  master_ = spec::has_master_weights(plan.scenario.strategy);
+  master_ = scenario::has_master_weights(plan.scenario.strategy);
   const auto on_device = at::TensorOptions().dtype(dtype_).device(device_);
   const auto f32_opt = at::TensorOptions().dtype(at::kFloat).device(opt_device_);
 
@@ -92,8 +92,8 @@ ModelState::ModelState(const plan::StepPlan& plan, int rank, const GptUnits& uni
     grads_full_ = at::zeros({layout_.full_numel}, on_device);
   }
   exp_avg_ = at::zeros({layout_.opt_numel}, f32_opt);
-  if (opt_.kind != spec::Optimizer::sgd) exp_avg_sq_ = at::zeros({layout_.opt_numel}, f32_opt);
-  if (plan.scenario.strategy.precision == spec::Precision::fp16) {
+  if (opt_.kind != scenario::Optimizer::sgd) exp_avg_sq_ = at::zeros({layout_.opt_numel}, f32_opt);
+  if (plan.scenario.strategy.precision == scenario::Precision::fp16) {
     found_inf_ = at::zeros({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
     scale_ = at::ones({1}, at::TensorOptions().dtype(at::kFloat).device(device_));
   }
@@ -289,9 +289,9 @@ void ModelState::optimizer_step(double grad_factor) {
     auto m = opt_view(exp_avg_, seg);
     // torch.optim's single-tensor updates (adamw.py, adam.py, sgd.py), element-wise.
     switch (opt_.kind) {
-      case spec::Optimizer::adamw:
-      case spec::Optimizer::adam: {
-        if (opt_.kind == spec::Optimizer::adamw) {
+      case scenario::Optimizer::adamw:
+      case scenario::Optimizer::adam: {
+        if (opt_.kind == scenario::Optimizer::adamw) {
           p.mul_(1.0 - opt_.lr * opt_.weight_decay);
         } else if (opt_.weight_decay != 0) {
           g = g.add(p, opt_.weight_decay);
@@ -305,7 +305,7 @@ void ModelState::optimizer_step(double grad_factor) {
         p.addcdiv_(m, denom, -opt_.lr / bc1);
         break;
       }
-      case spec::Optimizer::sgd: {
+      case scenario::Optimizer::sgd: {
         if (opt_.weight_decay != 0) g = g.add(p, opt_.weight_decay);
         if (step_count_ == 1) {
           m.copy_(g);
@@ -353,7 +353,7 @@ std::vector<std::pair<std::string, at::Tensor>> ModelState::state_tensors() {
   std::vector<std::pair<std::string, at::Tensor>> out;
   out.emplace_back("params", layout_.params_sharded ? params_shard_ : params_full_);
   if (master_) out.emplace_back("master_weights", master_weights_);
-  out.emplace_back(opt_.kind == spec::Optimizer::sgd ? "momentum" : "exp_avg", exp_avg_);
+  out.emplace_back(opt_.kind == scenario::Optimizer::sgd ? "momentum" : "exp_avg", exp_avg_);
   if (exp_avg_sq_.defined()) out.emplace_back("exp_avg_sq", exp_avg_sq_);
   return out;
 }

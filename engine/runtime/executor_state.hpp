@@ -21,7 +21,7 @@
 namespace stratagem::runtime {
 
 struct OptimizerConfig {
-  spec::Optimizer kind = spec::Optimizer::adamw;
+  scenario::Optimizer kind = scenario::Optimizer::adamw;
   double lr = 1e-3;
   double beta1 = 0.9;
   double beta2 = 0.999;
@@ -30,7 +30,7 @@ struct OptimizerConfig {
   double momentum = 0.9;  ///< SGD
   /// torch.optim's defaults for `kind` (AdamW weight decay 0.01, Adam 0, SGD momentum 0.9),
   /// with learning rate `lr`.
-  static OptimizerConfig defaults(spec::Optimizer kind, double lr);
+  static OptimizerConfig defaults(scenario::Optimizer kind, double lr);
 };
 
 class ModelState {

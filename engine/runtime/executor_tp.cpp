@@ -6,7 +6,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/runtime/executor_run.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/workload/tp_chain.hpp"
 
 namespace stratagem::runtime {
@@ -38,7 +38,7 @@ std::unordered_map<OpId, TpChainOp> index_tp_chains(const plan::StepPlan& plan, 
   const auto ids = rank_ops(plan, rank);
   // A selective recomputation step is not split (the attention core needs no communication).
   const bool selective =
-      spec::effective_recompute(plan.scenario.strategy) != spec::Recompute::full;
+      scenario::effective_recompute(plan.scenario.strategy) != scenario::Recompute::full;
   for (std::size_t i = 0; i < ids.size();) {
     const plan::Op& first = plan.ops[ids[i]];
     const plan::Compute* fc = chain_compute(first);
@@ -121,8 +121,8 @@ TpUnitRun& Executor::Run::tp_run(const plan::Op& op, const plan::Compute& c) {
       if (!input.defined()) input = take(local_hidden, key, op, "input");
     }
     if (u == head_unit) targets = batch(c.microbatch).narrow(1, 1, s);
-    const auto rc = recomputed.count(key) ? spec::effective_recompute(plan.scenario.strategy)
-                                          : spec::Recompute::none;
+    const auto rc = recomputed.count(key) ? scenario::effective_recompute(plan.scenario.strategy)
+                                          : scenario::Recompute::none;
     tp_live_before[key] = meter.live_bytes();
     auto run = std::make_unique<TpUnitRun>(units, u, state.unit_params(u), borrowed_table(u),
                                            input, targets, rc);

@@ -6,7 +6,7 @@
 //   P = exp(S − lse),  dV = Pᵀ·dO,  dP = dO·Vᵀ,  D = rowsum(dO ∘ O),  dS = P ∘ (dP − D),
 //   dQ = dS·K·scale,   dK = dSᵀ·Q·scale.
 // No s×s tensor outlives the call, so a real run's activation memory is the flash formula's
-// (engine/spec/model.hpp). The s×s scores still exist transiently inside forward and
+// (engine/scenario/model.hpp). The s×s scores still exist transiently inside forward and
 // backward (the CPU has no tiled kernel); a GPU build could route this to
 // scaled_dot_product_attention.
 #include <ATen/Tensor.h>

@@ -9,7 +9,7 @@ namespace {
 constexpr double kScaleFactor = 2.0;  // DeepSpeed's scale_factor
 }
 
-DynamicLossScaler::DynamicLossScaler(const spec::LossScaleSpec& spec) : spec_(spec) {
+DynamicLossScaler::DynamicLossScaler(const scenario::LossScaleSpec& spec) : spec_(spec) {
   state_.scale = std::ldexp(1.0, spec.initial_scale_power);
   state_.hysteresis_left = spec.hysteresis;
 }

@@ -7,7 +7,7 @@
 // (consecutive_hysteresis false, DeepSpeed's default).
 #include <cstdint>
 
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/strategy.hpp"
 
 namespace stratagem::runtime {
 
@@ -21,7 +21,7 @@ class DynamicLossScaler {
     int hysteresis_left = 1;
   };
 
-  explicit DynamicLossScaler(const spec::LossScaleSpec& spec);
+  explicit DynamicLossScaler(const scenario::LossScaleSpec& spec);
 
   double scale() const { return state_.scale; }
   /// Records one step's outcome and adjusts the scale. The caller skips the optimizer step
@@ -32,7 +32,7 @@ class DynamicLossScaler {
   void restore(const State& s) { state_ = s; }
 
  private:
-  spec::LossScaleSpec spec_;
+  scenario::LossScaleSpec spec_;
   State state_;
 };
 

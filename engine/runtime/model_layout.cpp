@@ -2,7 +2,7 @@
 
 #include <cmath>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -47,9 +47,9 @@ class LayoutBuilder {
     return layout_.slots.back();
   }
 
-  void norm(const std::string& name, const spec::ModelSpec& m) {
+  void norm(const std::string& name, const scenario::ModelSpec& m) {
     add(name + ".weight", {m.hidden}, InitKind::ones).sequence_partial = true;
-    if (m.norm == spec::NormKind::layernorm) {
+    if (m.norm == scenario::NormKind::layernorm) {
       add(name + ".bias", {m.hidden}, InitKind::zeros).sequence_partial = true;
     }
   }
@@ -67,8 +67,8 @@ class LayoutBuilder {
   }
 
   /// A vocabulary table [padded vocab, h] sliced by rows, its padding rows left at zero.
-  void vocab_table(const std::string& name, const spec::ModelSpec& m, std::string key = "") {
-    const std::int64_t rows = spec::padded_vocab(m, tp_.size);
+  void vocab_table(const std::string& name, const scenario::ModelSpec& m, std::string key = "") {
+    const std::int64_t rows = scenario::padded_vocab(m, tp_.size);
     add(name, {rows, m.hidden}, InitKind::normal, Split::rows, std::move(key)).drawn_rows =
         rows == m.vocab ? -1 : m.vocab;
   }
@@ -97,7 +97,7 @@ bool UnitLayout::has(const std::string& name) const {
   return false;
 }
 
-void check_runtime_model(const spec::ModelSpec& m) {
+void check_runtime_model(const scenario::ModelSpec& m) {
   if (m.measured) {
     throw SpecError("model.measured",
                     "a measured model (Accelerator::export_scenario) sizes a simulation; its "
@@ -109,37 +109,37 @@ void check_runtime_model(const spec::ModelSpec& m) {
                     "the real runtime needs a full model shape (layers, hidden, heads, vocab); "
                     "the quick {\"params\": P} form only sizes a simulation");
   }
-  if (m.kind != spec::ModelKind::decoder) {
+  if (m.kind != scenario::ModelKind::decoder) {
     throw SpecError("model.kind", "the real runtime trains decoder (GPT-style) models");
   }
   if (m.type_vocab > 0) {
     throw SpecError("model.type_vocab", "token-type embeddings belong to encoders");
   }
   if (m.pooler) throw SpecError("model.pooler", "a pooler belongs to encoders");
-  if (m.positions == spec::PositionKind::rotary && (m.hidden / m.heads) % 2 != 0) {
+  if (m.positions == scenario::PositionKind::rotary && (m.hidden / m.heads) % 2 != 0) {
     throw SpecError("model.heads", "rotary positions need an even head dimension");
   }
 }
 
-void check_runtime_strategy(const spec::StrategySpec& st) {
+void check_runtime_strategy(const scenario::StrategySpec& st) {
   if (st.cp > 1) {
     throw SpecError("strategy.cp",
                     "the real runtime does not execute context parallelism (cp = " +
                         std::to_string(st.cp) +
                         "); simulate it with `stratagem sim` or `stratagem compare`");
   }
-  if (st.precision == spec::Precision::fp8) {
+  if (st.precision == scenario::Precision::fp8) {
     throw SpecError("strategy.mixed_precision",
                     "the real runtime has no fp8 GEMMs (Transformer Engine or torchao float8 on "
                     "Hopper and later); simulate fp8, or run with bf16");
   }
 }
 
-std::int64_t vocab_shard_rows(const spec::ModelSpec& m, int tp) {
-  return spec::padded_vocab(m, tp) / tp;
+std::int64_t vocab_shard_rows(const scenario::ModelSpec& m, int tp) {
+  return scenario::padded_vocab(m, tp) / tp;
 }
 
-std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_owns_embedding_copy,
+std::vector<UnitLayout> gpt_unit_layouts(const scenario::ModelSpec& m, bool head_owns_embedding_copy,
                                          TpShard tp) {
   check_runtime_model(m);
   if (tp.size > 1 && (m.heads % tp.size != 0 || m.kv_heads % tp.size != 0)) {
@@ -152,7 +152,7 @@ std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_own
 
   LayoutBuilder emb("embedding.", tp);
   emb.vocab_table("wte", m);
-  if (m.positions == spec::PositionKind::learned) {
+  if (m.positions == scenario::PositionKind::learned) {
     emb.add("wpe", {m.max_positions, h}, InitKind::normal);
   }
   units.push_back(emb.take());
@@ -165,7 +165,7 @@ std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& m, bool head_own
     b.linear("attn.v", kv, h, m.bias, Split::rows);
     b.linear("attn.o", h, h, m.bias, Split::cols, InitKind::normal_residual);
     b.norm("ln2", m);
-    if (m.mlp == spec::MlpKind::swiglu) {
+    if (m.mlp == scenario::MlpKind::swiglu) {
       b.linear("mlp.gate", f, h, m.bias, Split::rows);
       b.linear("mlp.up", f, h, m.bias, Split::rows);
     } else {

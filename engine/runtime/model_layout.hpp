@@ -7,10 +7,10 @@
 // table), 1..L = transformer blocks (pre-norm attention and MLP), L+1 = head (final norm, the
 // LM head when untied, and a copy of the word embeddings when they are tied across a
 // pipeline, as Megatron-LM keeps one on the last stage). The element counts equal
-// spec::embedding_params, spec::block_params and spec::head_params exactly.
+// scenario::embedding_params, scenario::block_params and scenario::head_params exactly.
 //
 // With tensor parallelism (tp > 1) a unit holds one TP rank's share, as Megatron-LM splits
-// it (and as spec::embedding_params_tp, block_params_tp and head_params_tp count it): the
+// it (and as scenario::embedding_params_tp, block_params_tp and head_params_tp count it): the
 // QKV, MLP-in (gate and up) weights and their biases by output rows (column-parallel: the
 // rank's heads, K/V heads and FFN columns), the attention projection and MLP-out weights by
 // input columns (row-parallel; their biases whole), the word table and LM head by rows of
@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/model.hpp"
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/model.hpp"
+#include "engine/scenario/strategy.hpp"
 
 namespace stratagem::runtime {
 
@@ -70,18 +70,18 @@ struct UnitLayout {
 
 /// Throws SpecError for model shapes the runtime cannot train: encoders, the quick
 /// {"params": P} form (no shape), token-type embeddings, poolers.
-void check_runtime_model(const spec::ModelSpec& model);
+void check_runtime_model(const scenario::ModelSpec& model);
 
 /// Throws SpecError for strategies the runtime does not execute: context parallelism, fp8.
-void check_runtime_strategy(const spec::StrategySpec& strategy);
+void check_runtime_strategy(const scenario::StrategySpec& strategy);
 
 /// Units 0..L+1 of one TP rank. `head_owns_embedding_copy`: tied embeddings split over a
 /// pipeline (pp > 1).
-std::vector<UnitLayout> gpt_unit_layouts(const spec::ModelSpec& model,
+std::vector<UnitLayout> gpt_unit_layouts(const scenario::ModelSpec& model,
                                          bool head_owns_embedding_copy, TpShard tp = {});
 
 /// The vocabulary rows one TP rank's word table and LM head hold (padded vocabulary / tp).
-std::int64_t vocab_shard_rows(const spec::ModelSpec& model, int tp);
+std::int64_t vocab_shard_rows(const scenario::ModelSpec& model, int tp);
 
 /// The per-parameter seed of `slot` for a run seeded with `seed` (FNV-1a of the key, mixed
 /// with the seed): the initial values depend only on the seed and the parameter's identity.

@@ -11,7 +11,7 @@
 #include <ATen/core/grad_mode.h>
 #include <torch/csrc/autograd/autograd.h>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -26,18 +26,18 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 
 }  // namespace
 
-Numerics Numerics::of(const spec::StrategySpec& strategy, const c10::Device& device) {
+Numerics Numerics::of(const scenario::StrategySpec& strategy, const c10::Device& device) {
   Numerics n;
-  n.fused_attention = strategy.attention == spec::Attention::flash;
+  n.fused_attention = strategy.attention == scenario::Attention::flash;
   switch (strategy.precision) {
-    case spec::Precision::no:
+    case scenario::Precision::no:
       break;
-    case spec::Precision::bf16:
-    case spec::Precision::fp8:  // refused by check_runtime_strategy; its 16-bit part is bf16
+    case scenario::Precision::bf16:
+    case scenario::Precision::fp8:  // refused by check_runtime_strategy; its 16-bit part is bf16
       n.param_dtype = n.boundary_dtype = at::kBFloat16;
       n.autocast = true;
       break;
-    case spec::Precision::fp16:
+    case scenario::Precision::fp16:
       n.param_dtype = n.boundary_dtype = at::kHalf;
       n.autocast = device.is_cuda();
       n.fp32_compute = !device.is_cuda();
@@ -46,7 +46,7 @@ Numerics Numerics::of(const spec::StrategySpec& strategy, const c10::Device& dev
   return n;
 }
 
-GptUnits::GptUnits(const spec::ModelSpec& model, std::int64_t seq_len,
+GptUnits::GptUnits(const scenario::ModelSpec& model, std::int64_t seq_len,
                    bool head_owns_embedding_copy, Numerics numerics, c10::Device device,
                    TpShard tp, bool sequence_parallel)
     : model_(model),
@@ -58,7 +58,7 @@ GptUnits::GptUnits(const spec::ModelSpec& model, std::int64_t seq_len,
       device_(device) {
   causal_mask_ =
       at::ones({seq_len, seq_len}, at::TensorOptions().dtype(at::kBool).device(device)).triu(1);
-  if (model.positions == spec::PositionKind::rotary) {
+  if (model.positions == scenario::PositionKind::rotary) {
     const std::int64_t half = model.hidden / model.heads / 2;
     auto f32 = at::TensorOptions().dtype(at::kFloat);
     auto inv_freq =
@@ -164,7 +164,7 @@ at::Tensor GptUnits::embedding_forward(const Parts& p, const at::Tensor& tokens)
 at::Tensor GptUnits::norm(const Parts& p, const UnitLayout& l, const std::string& name,
                           const at::Tensor& x) const {
   auto w = view(p, l, (name + ".weight").c_str());
-  if (model_.norm == spec::NormKind::layernorm) {
+  if (model_.norm == scenario::NormKind::layernorm) {
     return at::layer_norm(x, {model_.hidden}, w, view(p, l, (name + ".bias").c_str()), kNormEps);
   }
   return x * at::rsqrt(x.pow(2).mean(-1, true) + kNormEps) * w;
@@ -225,7 +225,7 @@ at::Tensor GptUnits::block_rest(const Parts& p, const UnitLayout& l, const at::T
   auto a = x + linear(p, l, "attn.o", ctx);
   auto an = norm(p, l, "ln2", a);
   at::Tensor hidden;
-  if (model_.mlp == spec::MlpKind::swiglu) {
+  if (model_.mlp == scenario::MlpKind::swiglu) {
     hidden = at::silu(linear(p, l, "mlp.gate", an)) * linear(p, l, "mlp.up", an);
   } else {
     hidden = at::gelu(linear(p, l, "mlp.up", an), "tanh");  // GPT-2's tanh approximation
@@ -282,7 +282,7 @@ void GptUnits::run_forward(UnitActivation& a, bool keep_core_graph) const {
 
 UnitActivation GptUnits::forward(int unit, const at::Tensor& params, const at::Tensor& borrowed,
                                  const at::Tensor& input, const at::Tensor& targets,
-                                 spec::Recompute recompute) const {
+                                 scenario::Recompute recompute) const {
   UnitActivation a;
   a.unit = unit;
   a.targets = targets;
@@ -294,7 +294,7 @@ UnitActivation GptUnits::forward(int unit, const at::Tensor& params, const at::T
     a.input = x.detach().requires_grad_(true);
   }
   if (borrowed.defined()) a.borrowed = param_leaf(borrowed);
-  if (block && recompute == spec::Recompute::full) {
+  if (block && recompute == scenario::Recompute::full) {
     // Keep only the input; the recompute op rebuilds the graph before backward.
     at::NoGradGuard no_grad;
     a.params = numerics_.fp32_compute ? params.to(at::kFloat) : params;
@@ -304,7 +304,7 @@ UnitActivation GptUnits::forward(int unit, const at::Tensor& params, const at::T
     return a;
   }
   a.params = param_leaf(params);
-  const bool selective = block && recompute == spec::Recompute::selective;
+  const bool selective = block && recompute == scenario::Recompute::selective;
   run_forward(a, !selective);
   a.needs_recompute = selective;
   return a;

@@ -19,7 +19,7 @@
 #include <c10/core/Device.h>
 
 #include "engine/runtime/model_layout.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::runtime {
 
@@ -31,7 +31,7 @@ struct Numerics {
   bool fused_attention = false;  ///< attention 'flash': fused_attention.hpp, else eager kernels
 
   /// What the strategy's precision and attention mean on `device` (see the header comment).
-  static Numerics of(const spec::StrategySpec& strategy, const c10::Device& device);
+  static Numerics of(const scenario::StrategySpec& strategy, const c10::Device& device);
 };
 
 /// What one unit's forward on one micro-batch keeps for its recompute and backward.
@@ -65,7 +65,7 @@ class GptUnits {
   /// `head_owns_embedding_copy`: tied embeddings with pp > 1 (see model_layout.hpp). With
   /// `tp.size` > 1 the units hold one TP rank's share and run through TpUnitRun
   /// (tp_units.hpp); `sequence_parallel` splits their boundaries along the sequence.
-  GptUnits(const spec::ModelSpec& model, std::int64_t seq_len, bool head_owns_embedding_copy,
+  GptUnits(const scenario::ModelSpec& model, std::int64_t seq_len, bool head_owns_embedding_copy,
            Numerics numerics, c10::Device device, TpShard tp = {},
            bool sequence_parallel = false);
 
@@ -80,7 +80,7 @@ class GptUnits {
   const TpShard& tp() const { return tp_; }
   bool tensor_parallel() const { return tp_.size > 1; }
   bool sequence_parallel() const { return sequence_parallel_; }
-  const spec::ModelSpec& model() const { return model_; }
+  const scenario::ModelSpec& model() const { return model_; }
   /// Tokens of a sequence a boundary tensor holds: s, or s/tp under sequence parallelism.
   std::int64_t boundary_tokens() const;
 
@@ -95,7 +95,7 @@ class GptUnits {
   /// attention core's graph.
   UnitActivation forward(int unit, const at::Tensor& params, const at::Tensor& borrowed,
                          const at::Tensor& input, const at::Tensor& targets,
-                         spec::Recompute recompute) const;
+                         scenario::Recompute recompute) const;
   /// Rebuilds what forward dropped, from the same parameters (re-gathered when sharded).
   void recompute(UnitActivation& act, const at::Tensor& params) const;
   /// Backward of one unit. `grad_output`: gradient of the hidden output (boundary dtype), or
@@ -128,7 +128,7 @@ class GptUnits {
                           const at::Tensor& targets) const;
   void run_forward(UnitActivation& act, bool keep_core_graph) const;
 
-  spec::ModelSpec model_;
+  scenario::ModelSpec model_;
   std::int64_t seq_len_;
   TpShard tp_;
   bool sequence_parallel_ = false;

@@ -9,7 +9,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "engine/runtime/autocast_scope.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -25,12 +25,12 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 
 TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
                      const at::Tensor& borrowed, const at::Tensor& input,
-                     const at::Tensor& targets, spec::Recompute recompute)
+                     const at::Tensor& targets, scenario::Recompute recompute)
     : u_(units),
       layout_(units.layout(unit)),
       unit_(unit),
       kind_(unit == 0 ? Kind::embedding : unit == units.head_unit() ? Kind::head : Kind::block),
-      recompute_(kind_ == Kind::block ? recompute : spec::Recompute::none),
+      recompute_(kind_ == Kind::block ? recompute : scenario::Recompute::none),
       sp_(units.sequence_parallel()),
       params_(params),
       borrowed_(borrowed),
@@ -39,7 +39,7 @@ TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
   h_ = units.model().hidden;
   b_ = input.size(0);
   s_ = kind_ == Kind::embedding ? input.size(1) : units.seq_len_;
-  graph_ = recompute_ != spec::Recompute::full;
+  graph_ = recompute_ != scenario::Recompute::full;
   start_forward();
 }
 
@@ -218,7 +218,7 @@ void TpUnitRun::forward_block() {
       v = v.repeat_interleave(heads / kv_heads, 1);
     }
     at::Tensor core;
-    if (recompute_ == spec::Recompute::selective && graph_) {
+    if (recompute_ == scenario::Recompute::selective && graph_) {
       q_ = q;
       k_ = k;
       v_ = v;
@@ -251,7 +251,7 @@ void TpUnitRun::forward_block() {
   auto mlp = [this, &m] {
     const auto p = u_.split_params(P_, layout_);
     at::Tensor hidden;
-    if (m.mlp == spec::MlpKind::swiglu) {
+    if (m.mlp == scenario::MlpKind::swiglu) {
       hidden = at::silu(u_.linear(p, layout_, "mlp.gate", AN_)) * u_.linear(p, layout_, "mlp.up", AN_);
     } else {
       hidden = at::gelu(u_.linear(p, layout_, "mlp.up", AN_), "tanh");
@@ -382,7 +382,7 @@ void TpUnitRun::forward_head() {
 at::Tensor TpUnitRun::output() const { return u_.to_boundary(out_); }
 
 void TpUnitRun::begin_recompute(const at::Tensor& params) {
-  if (recompute_ != spec::Recompute::full) {
+  if (recompute_ != scenario::Recompute::full) {
     throw RuntimeError("unit " + std::to_string(unit_) +
                        ": the plan recomputes a unit whose forward kept its graph");
   }
@@ -393,7 +393,7 @@ void TpUnitRun::begin_recompute(const at::Tensor& params) {
 }
 
 void TpUnitRun::recompute_core() {
-  if (recompute_ != spec::Recompute::selective || !qi_.defined()) return;
+  if (recompute_ != scenario::Recompute::selective || !qi_.defined()) return;
   AutocastScope autocast(u_.numerics_.autocast, u_.numerics_.param_dtype, u_.device_);
   core_out_ = u_.attention_core(qi_, ki_, vi_);
 }

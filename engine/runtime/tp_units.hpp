@@ -56,7 +56,7 @@ class TpUnitRun {
   /// tokens [b, s] (embedding) or the boundary hidden states, `targets` [b, s] (head).
   /// Full recomputation runs the forward without a graph and keeps only the input.
   TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params, const at::Tensor& borrowed,
-            const at::Tensor& input, const at::Tensor& targets, spec::Recompute recompute);
+            const at::Tensor& input, const at::Tensor& targets, scenario::Recompute recompute);
   TpUnitRun(const TpUnitRun&) = delete;
   TpUnitRun& operator=(const TpUnitRun&) = delete;
 
@@ -126,7 +126,7 @@ class TpUnitRun {
   const UnitLayout& layout_;
   int unit_;
   Kind kind_;
-  spec::Recompute recompute_;
+  scenario::Recompute recompute_;
   Phase phase_ = Phase::forward;
   bool graph_ = true;
   bool sp_ = false;

@@ -4,7 +4,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "engine/runtime/tp_units.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
@@ -21,11 +21,11 @@ void TpUnitRun::begin_backward(const at::Tensor& grad_output) {
     throw RuntimeError("unit " + std::to_string(unit_) +
                        ": backward before its forward chain is complete");
   }
-  if (recompute_ == spec::Recompute::full && phase_ != Phase::recompute) {
+  if (recompute_ == scenario::Recompute::full && phase_ != Phase::recompute) {
     throw RuntimeError("unit " + std::to_string(unit_) +
                        ": backward before its recomputation (the plan orders them)");
   }
-  if (recompute_ == spec::Recompute::selective && !core_out_.defined()) {
+  if (recompute_ == scenario::Recompute::selective && !core_out_.defined()) {
     throw RuntimeError("unit " + std::to_string(unit_) +
                        ": backward before its attention core was recomputed");
   }
@@ -141,7 +141,7 @@ void TpUnitRun::backward_head() {
 }
 
 void TpUnitRun::drop_forward_state() {
-  if (recompute_ != spec::Recompute::full) return;
+  if (recompute_ != scenario::Recompute::full) return;
   for (at::Tensor* t : {&P_, &B_, &X_, &xn1_, &XN1_, &po_, &O_, &a_, &A_, &an_, &AN_, &pd_, &D_,
                         &y_, &e_, &W_, &x_, &xn_, &XN_, &logits_, &m_, &shifted_, &pred_, &T_,
                         &se_, &S_, &loss_t_, &params_}) {

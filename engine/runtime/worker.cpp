@@ -7,11 +7,11 @@
 #include "engine/plan/builder.hpp"
 #include "engine/runtime/checkpoint.hpp"
 #include "engine/runtime/model_layout.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 
-Trainer::Trainer(const spec::Scenario& scenario, Communicator& comm, TrainOptions options)
+Trainer::Trainer(const scenario::Scenario& scenario, Communicator& comm, TrainOptions options)
     : options_(std::move(options)), comm_(comm) {
   check_runtime_model(scenario.model);
   check_runtime_strategy(scenario.strategy);

@@ -67,7 +67,7 @@ class Trainer {
  public:
   /// Validates the scenario for the runtime (decoder model, unfolded plan) and builds this
   /// rank's executor; `comm.world_size()` must equal the scenario's dp·pp.
-  Trainer(const spec::Scenario& scenario, Communicator& comm, TrainOptions options);
+  Trainer(const scenario::Scenario& scenario, Communicator& comm, TrainOptions options);
   ~Trainer();
 
   TrainResult run();

@@ -1,6 +1,6 @@
 #pragma once
 // One piece of a tensor- or context-parallel chain (tp_chain.hpp).
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "engine/workload/work.hpp"
 
 namespace stratagem::workload {
@@ -15,7 +15,7 @@ struct TpPiece {
   double flops_share = 0, bytes_share = 0, attention_share = 0;
   CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes = 0;
-  spec::DType dtype = spec::DType::bf16;
+  scenario::DType dtype = scenario::DType::bf16;
   bool context = false;
 };
 

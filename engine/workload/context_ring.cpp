@@ -1,16 +1,16 @@
 #include "engine/workload/context_ring.hpp"
 
-#include "engine/spec/tensor_shapes.hpp"
+#include "engine/scenario/tensor_shapes.hpp"
 
 namespace stratagem::workload {
 
-double context_kv_bytes(const spec::Scenario& s) {
+double context_kv_bytes(const scenario::Scenario& s) {
   const auto& st = s.strategy;
   const double tokens = static_cast<double>(s.training.seq_len) * st.micro_batch_size;
-  return 2.0 * tokens * spec::kv_dim(s.model) / st.tp * spec::compute_param_bytes(st.precision);
+  return 2.0 * tokens * scenario::kv_dim(s.model) / st.tp * scenario::compute_param_bytes(st.precision);
 }
 
-std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, spec::DType dtype) {
+std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, scenario::DType dtype) {
   auto ring = [&](CollectiveKind kind) {
     TpPiece p;
     p.collective = true;

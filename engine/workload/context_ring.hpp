@@ -15,17 +15,17 @@
 // reduced, and ZeRO/FSDP shard, over dp × cp (mesh.hpp).
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "engine/workload/chain_piece.hpp"
 
 namespace stratagem::workload {
 
 /// Bytes of one layer's K and V for a whole micro-batch sequence on one TP rank: the all-gather
 /// buffer S = 2 · s · b · kv_dim / tp · element bytes (each step moves S/cp).
-double context_kv_bytes(const spec::Scenario& s);
+double context_kv_bytes(const scenario::Scenario& s);
 
 /// The ring's collectives for one block's attention core: forward an all-gather of K/V;
 /// backward an all-gather of K/V and a reduce-scatter of dK/dV (all `context`, overlapped).
-std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, spec::DType dtype);
+std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, scenario::DType dtype);
 
 }  // namespace stratagem::workload

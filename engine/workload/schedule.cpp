@@ -58,14 +58,14 @@ std::vector<ScheduleItem> interleaved(int pp, int stage, int chunks, int microba
 
 }  // namespace
 
-std::vector<ScheduleItem> schedule_order(spec::Schedule schedule, int pp, int stage, int chunks,
+std::vector<ScheduleItem> schedule_order(scenario::Schedule schedule, int pp, int stage, int chunks,
                                          int microbatches) {
   switch (schedule) {
-    case spec::Schedule::gpipe:
+    case scenario::Schedule::gpipe:
       return gpipe(microbatches);
-    case spec::Schedule::one_f_one_b:
+    case scenario::Schedule::one_f_one_b:
       return one_f_one_b(pp, stage, microbatches);
-    case spec::Schedule::interleaved:
+    case scenario::Schedule::interleaved:
       return interleaved(pp, stage, chunks, microbatches);
   }
   return {};

@@ -3,7 +3,7 @@
 // backward work of one stage. The bubble is whatever this order produces when executed.
 #include <vector>
 
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/strategy.hpp"
 
 namespace stratagem::workload {
 
@@ -14,7 +14,7 @@ struct ScheduleItem {
   int chunk = 0;
   int microbatch = 0;
 };
-std::vector<ScheduleItem> schedule_order(spec::Schedule schedule, int pp, int stage, int chunks,
+std::vector<ScheduleItem> schedule_order(scenario::Schedule schedule, int pp, int stage, int chunks,
                                          int microbatches);
 
 }  // namespace stratagem::workload

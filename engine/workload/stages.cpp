@@ -29,7 +29,7 @@ std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, i
 }
 
 std::vector<std::vector<std::pair<int, int>>> split_stages(std::int64_t layers,
-                                                           const spec::StrategySpec& st) {
+                                                           const scenario::StrategySpec& st) {
   return split_stages(static_cast<int>(layers), st.pp, st.chunks, st.embedding_as_layer,
                       st.loss_as_layer);
 }

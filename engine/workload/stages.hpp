@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/strategy.hpp"
 
 namespace stratagem::workload {
 
@@ -18,6 +18,6 @@ std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, i
                                                            bool loss_as_layer = false);
 /// The scenario's split: its pp, chunks and counted ends.
 std::vector<std::vector<std::pair<int, int>>> split_stages(std::int64_t layers,
-                                                           const spec::StrategySpec& st);
+                                                           const scenario::StrategySpec& st);
 
 }  // namespace stratagem::workload

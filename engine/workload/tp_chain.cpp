@@ -3,23 +3,23 @@
 #include <algorithm>
 #include <cmath>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/workload/context_ring.hpp"
 
 namespace stratagem::workload {
 
-TpChains::TpChains(const spec::Scenario& s) {
+TpChains::TpChains(const scenario::Scenario& s) {
   const auto& st = s.strategy;
   tp_ = st.tp > 1;
   sp_ = st.sequence_parallel;
-  learned_positions_ = s.model.positions == spec::PositionKind::learned;
+  learned_positions_ = s.model.positions == scenario::PositionKind::learned;
   cp_ = st.cp;
-  split_ = spec::block_split(s.model, s.training.seq_len, st.tp, sp_,
-                             st.attention == spec::Attention::flash);
+  split_ = scenario::block_split(s.model, s.training.seq_len, st.tp, sp_,
+                             st.attention == scenario::Attention::flash);
   // A context-parallel rank's tokens: s/cp of each sequence.
   const double tokens = static_cast<double>(s.training.seq_len) / cp_ * st.micro_batch_size;
-  dtype_ = spec::compute_dtype(st.precision);
-  const double elem = spec::compute_param_bytes(st.precision);
+  dtype_ = scenario::compute_dtype(st.precision);
+  const double elem = scenario::compute_param_bytes(st.precision);
   act_bytes_ = tokens * static_cast<double>(s.model.hidden) * elem;
   logit_bytes_ = tokens * 4.0;  // one fp32 value per token
   kv_bytes_ = context_kv_bytes(s);
@@ -54,7 +54,7 @@ const std::vector<TpPiece>& TpChains::chain(int u, bool head, bool forward) cons
 std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const {
   using K = CollectiveKind;
   auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes, 1.0}; };
-  auto coll = [](K k, double bytes, spec::DType dtype) {
+  auto coll = [](K k, double bytes, scenario::DType dtype) {
     TpPiece p;
     p.collective = true;
     p.kind = k;
@@ -93,7 +93,7 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
       if (sp_) out.push_back(act(K::all_gather));
       out.push_back(compute(1, 1));
       for (int k = 0; k < 3; ++k)
-        out.push_back(coll(K::all_reduce, logit_bytes_, spec::DType::fp32));
+        out.push_back(coll(K::all_reduce, logit_bytes_, scenario::DType::fp32));
       return out;
     }
     return {compute(1, 1), act(sp_ ? K::reduce_scatter : K::all_reduce)};

@@ -33,7 +33,7 @@
 #include <array>
 #include <vector>
 
-#include "engine/spec/tensor_shapes.hpp"
+#include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/chain_piece.hpp"
 
 namespace stratagem::workload {
@@ -45,7 +45,7 @@ namespace stratagem::workload {
 /// context_ring.hpp).
 class TpChains {
  public:
-  explicit TpChains(const spec::Scenario& scenario);
+  explicit TpChains(const scenario::Scenario& scenario);
   const std::vector<TpPiece>& chain(int unit, bool head, bool forward) const;
 
  private:
@@ -54,9 +54,9 @@ class TpChains {
   std::vector<TpPiece> attention_half(bool forward) const;
   bool tp_ = false, sp_ = false, learned_positions_ = false;
   int cp_ = 1;
-  spec::BlockSplit split_;
+  scenario::BlockSplit split_;
   double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
-  spec::DType dtype_ = spec::DType::bf16;
+  scenario::DType dtype_ = scenario::DType::bf16;
 };
 
 /// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or

@@ -5,7 +5,7 @@
 // each) and pipeline splits.
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "engine/workload/work.hpp"
 
 namespace stratagem::workload {
@@ -15,11 +15,11 @@ namespace stratagem::workload {
 inline constexpr double kFlashBackwardRatio = 2.5;
 
 /// The model's units with parameters, FLOPs and activation bytes per micro-batch.
-std::vector<Unit> make_units(const spec::Scenario& scenario);
+std::vector<Unit> make_units(const scenario::Scenario& scenario);
 /// The work of phase `phase` over units [u0, u1) as one compute op (no stage, chunk or
 /// micro-batch): GEMM FLOPs (the LM head's in 16 bits under fp8), fused-attention FLOPs
 /// (kFlashBackwardRatio in backward), memory-bound bytes, launches.
-Compute units_work(const spec::StrategySpec& st, const std::vector<Unit>& units, Phase phase,
+Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& units, Phase phase,
                    int u0, int u1);
 
 }  // namespace stratagem::workload

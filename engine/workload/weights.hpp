@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "engine/spec/strategy.hpp"
+#include "engine/scenario/strategy.hpp"
 #include "engine/workload/work.hpp"
 
 namespace stratagem::workload {
@@ -20,13 +20,13 @@ inline constexpr double kFp8TensorsPerLinear = 3;
 inline constexpr double kFp8LinearsPerBlock = 4;
 /// Bytes an FSDP/ZeRO-3 gather of the unit moves: its gathered parameters in the compute
 /// dtype, or with fp8_all_gather its linear weights in fp8 (torchao's float8 all-gather).
-double gather_bytes(const spec::StrategySpec& st, const Unit& u);
+double gather_bytes(const scenario::StrategySpec& st, const Unit& u);
 /// Bytes a gathered unit holds while in use: the gather, plus under fp8 without the fp8
 /// all-gather the fp8 weights and transposes it is cast to.
-double gathered_bytes(const spec::StrategySpec& st, const Unit& u);
+double gathered_bytes(const scenario::StrategySpec& st, const Unit& u);
 /// A stage's resident fp8 state: with unsharded parameters the fp8 weights and transposes,
 /// always the scaling state of each fp8 linear layer (0 unless mixed_precision is fp8).
-double fp8_resident_bytes(const spec::StrategySpec& st, const std::vector<Unit>& units,
+double fp8_resident_bytes(const scenario::StrategySpec& st, const std::vector<Unit>& units,
                           const std::vector<std::pair<int, int>>& chunks);
 
 }  // namespace stratagem::workload

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::workload {
 
@@ -48,9 +48,9 @@ struct Compute {
   double attention_seq = 0;
   double head_dim = 0;
   bool causal = true;
-  spec::AttentionKernel attention_kernel = spec::AttentionKernel::fa2;
+  scenario::AttentionKernel attention_kernel = scenario::AttentionKernel::fa2;
   int kernels = 1;  ///< kernel launches (launch overhead)
-  spec::DType dtype = spec::DType::fp32;
+  scenario::DType dtype = scenario::DType::fp32;
   bool on_host = false;  ///< runs on the CPU (optimizer offload)
   double params = 0;     ///< optimizer: parameters it updates on this rank
 };

@@ -6,7 +6,7 @@
 
 #include <torch/torch.h>
 
-#include "engine/accelerate/accelerator.hpp"
+#include <stratagem/accelerate.hpp>
 
 // y = sum(x) + noise-free sin(x0): sample i is the same on every process.
 struct Samples : torch::data::Dataset<Samples> {

@@ -17,7 +17,7 @@
 #include "engine/accelerate/options.hpp"
 #include "tests/accelerate/accel_test_util.hpp"
 #include "engine/result/result.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::test {
 namespace {
@@ -95,7 +95,7 @@ TEST(AccelerateOptions, BadVariablesNameThemselves) {
   }
   const auto o = accelerate::AcceleratorOptions::from_vars(
       {{"STRATAGEM_SHARDING", "SHARD_GRAD_OP"}, {"STRATAGEM_FSDP_WRAP_CLS", "Block,Layer"}});
-  EXPECT_EQ(o.sharding, spec::Sharding::fsdp_shard_grad_op);
+  EXPECT_EQ(o.sharding, scenario::Sharding::fsdp_shard_grad_op);
   EXPECT_EQ(o.fsdp_wrap_cls, (std::vector<std::string>{"Block", "Layer"}));
 }
 

@@ -9,7 +9,7 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/comm/nccl_backend.hpp"
 #include "engine/launch/dist_env.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::test {
 namespace {

@@ -42,7 +42,7 @@ TEST(AccelerateMeasure, EventsFallToTheUnitWhoseParametersWereReadLast) {
       op(3, 10),  mem(6)};            // the root's head (parameter 3)
   const std::vector<GraphNode> graph = {{0, 0, {0}}, {1, 0, {1}}, {2, 0, {2}}, {3, 0, {3}}};
   std::vector<std::uint64_t> last;
-  const spec::MeasuredModel m = accelerate::attribute_forward(
+  const scenario::MeasuredModel m = accelerate::attribute_forward(
       events, graph, {-1, 1, 0, -1}, {10, 20, 30, 40}, {"late", "early"}, 2, &last);
   EXPECT_DOUBLE_EQ(m.input.params, 10);
   EXPECT_DOUBLE_EQ(m.input.forward_flops, 50);

@@ -15,7 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/accelerate/trackers.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::test {
 namespace {

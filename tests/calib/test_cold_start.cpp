@@ -8,18 +8,18 @@
 
 #include "engine/plan/builder.hpp"
 #include "tests/calib/gloo_profile.hpp"
-#include "engine/spec/profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulator.hpp"
 
 namespace stratagem::test {
 namespace {
 
-spec::Scenario tp_with_cold_start(spec::CommOp op, double cold_s) {
-  auto s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+scenario::Scenario tp_with_cold_start(scenario::CommOp op, double cold_s) {
+  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
                                "/scenarios/tp2-cpu-gpt-tiny.json");
-  spec::CommCalibration c;
+  scenario::CommCalibration c;
   c.profile = "test";
   c.processes = 2;
   for (auto& m : c.ops) m = {100e-6, 0.5e9, 0.0, 0.0};
@@ -50,7 +50,7 @@ TEST(ColdStart, CollectivesIssuedAfterComputePayTheExtraOthersDoNot) {
   // peer's chain is the same. Each reduce-scatter follows a block's compute (cold), each
   // all-gather follows a reduce-scatter or all-reduce at once (warm).
   sim::Simulator sim;
-  const auto base = tp_with_cold_start(spec::CommOp::reduce_scatter, 0.0);
+  const auto base = tp_with_cold_start(scenario::CommOp::reduce_scatter, 0.0);
   const auto a = sim.run(plan::build_plan(base), sim::make_cost_models(base));
   const auto [reduce_scatters, cold_rs] = cold_starts(a, result::SpanKind::reduce_scatter);
   const auto [all_gathers, cold_ag] = cold_starts(a, result::SpanKind::all_gather);
@@ -59,32 +59,32 @@ TEST(ColdStart, CollectivesIssuedAfterComputePayTheExtraOthersDoNot) {
   EXPECT_EQ(cold_rs, reduce_scatters);
   EXPECT_EQ(cold_ag, 0);
 
-  const auto rs = tp_with_cold_start(spec::CommOp::reduce_scatter, 1e-3);
+  const auto rs = tp_with_cold_start(scenario::CommOp::reduce_scatter, 1e-3);
   const auto b = sim.run(plan::build_plan(rs), sim::make_cost_models(rs));
   EXPECT_NEAR(b.metrics.step_time_s - a.metrics.step_time_s, cold_rs * 1e-3, 1e-9);
 
-  const auto ag = tp_with_cold_start(spec::CommOp::all_gather, 1e-3);
+  const auto ag = tp_with_cold_start(scenario::CommOp::all_gather, 1e-3);
   const auto c = sim.run(plan::build_plan(ag), sim::make_cost_models(ag));
   EXPECT_NEAR(c.metrics.step_time_s, a.metrics.step_time_s, 1e-12);
 }
 
 TEST(ColdStart, TravelsFromProfileToCostModels) {
-  spec::HardwareProfile p = gloo_profile("cold");
-  auto& rs = p.network->ops[spec::CommOp::reduce_scatter];
+  scenario::HardwareProfile p = gloo_profile("cold");
+  auto& rs = p.network->ops[scenario::CommOp::reduce_scatter];
   rs.cold_start_s = 700e-6;
   rs.cold_start_back_to_back_s = 500e-6;
   rs.cold_start_after_compute_s = 1200e-6;
   rs.cold_start_bytes = 262144;
-  const auto q = spec::parse_profile(spec::to_json(p), "mem");
-  EXPECT_DOUBLE_EQ(q.network->ops.at(spec::CommOp::reduce_scatter).cold_start_s, 700e-6);
-  EXPECT_DOUBLE_EQ(q.network->ops.at(spec::CommOp::reduce_scatter).cold_start_bytes, 262144);
-  auto s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+  const auto q = scenario::parse_profile(scenario::to_json(p), "mem");
+  EXPECT_DOUBLE_EQ(q.network->ops.at(scenario::CommOp::reduce_scatter).cold_start_s, 700e-6);
+  EXPECT_DOUBLE_EQ(q.network->ops.at(scenario::CommOp::reduce_scatter).cold_start_bytes, 262144);
+  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
                                "/scenarios/validate-cpu-ddp.json");
-  spec::apply_profile(s, q);
-  const auto again = spec::parse_scenario(spec::to_json(s), "again");  // the result's scenario
+  scenario::apply_profile(s, q);
+  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");  // the result's scenario
   const auto m = sim::make_cost_models(again);
-  EXPECT_DOUBLE_EQ(m.cold_start_s[static_cast<int>(spec::CommOp::reduce_scatter)], 700e-6);
-  EXPECT_DOUBLE_EQ(m.cold_start_s[static_cast<int>(spec::CommOp::all_gather)], 0.0);
+  EXPECT_DOUBLE_EQ(m.cold_start_s[static_cast<int>(scenario::CommOp::reduce_scatter)], 700e-6);
+  EXPECT_DOUBLE_EQ(m.cold_start_s[static_cast<int>(scenario::CommOp::all_gather)], 0.0);
 }
 
 }  // namespace

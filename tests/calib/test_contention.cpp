@@ -1,11 +1,11 @@
-// Compute contention between a node's ranks (spec::CommCalibration::compute_contention): the
+// Compute contention between a node's ranks (scenario::CommCalibration::compute_contention): the
 // profile's compute times hold for every process computing at once; a rank computing alone
 // runs faster, a folded replica computes with its representative.
 #include <gtest/gtest.h>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulator.hpp"
 #include "tests/calib/gloo_profile.hpp"
@@ -13,9 +13,9 @@
 namespace stratagem::test {
 namespace {
 
-spec::Scenario with_contention(const std::string& name, double contention) {
-  auto s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
-  spec::CommCalibration c;
+scenario::Scenario with_contention(const std::string& name, double contention) {
+  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
+  scenario::CommCalibration c;
   c.profile = "test";
   c.processes = 2;
   for (auto& m : c.ops) m = {100e-6, 0.5e9, 0.0, 0.0};
@@ -24,7 +24,7 @@ spec::Scenario with_contention(const std::string& name, double contention) {
   return s;
 }
 
-double step(const spec::Scenario& s, bool fold = true) {
+double step(const scenario::Scenario& s, bool fold = true) {
   sim::Simulator sim;
   return sim.run(plan::build_plan(s, {.fold = fold}), sim::make_cost_models(s)).metrics.step_time_s;
 }
@@ -62,17 +62,17 @@ TEST(Contention, PipelineStagesTakingTurnsRunFaster) {
 }
 
 TEST(Contention, TravelsFromProfileToCostModels) {
-  spec::HardwareProfile p = gloo_profile("shared");
+  scenario::HardwareProfile p = gloo_profile("shared");
   p.overlap.compute_contention = 0.8;
   p.overlap.compute_each_alone_s = 10e-3;
   p.overlap.compute_each_together_s = 18e-3;
-  const auto q = spec::parse_profile(spec::to_json(p), "mem");
+  const auto q = scenario::parse_profile(scenario::to_json(p), "mem");
   EXPECT_DOUBLE_EQ(q.overlap.compute_contention, 0.8);
   EXPECT_DOUBLE_EQ(q.overlap.compute_each_together_s, 18e-3);
-  auto s = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
                                "/scenarios/validate-cpu-1f1b.json");
-  spec::apply_profile(s, q);
-  const auto again = spec::parse_scenario(spec::to_json(s), "again");  // the result's scenario
+  scenario::apply_profile(s, q);
+  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");  // the result's scenario
   const auto m = sim::make_cost_models(again);
   EXPECT_DOUBLE_EQ(m.compute_contention, 0.8);
   EXPECT_EQ(m.contention_processes, 2);

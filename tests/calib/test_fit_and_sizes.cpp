@@ -4,11 +4,11 @@
 
 #include <cmath>
 
-#include "engine/spec/comm_op.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fit.hpp"
+#include "engine/scenario/comm_op.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fit.hpp"
 
-namespace stratagem::spec {
+namespace stratagem::scenario {
 namespace {
 
 TEST(CommOp, BusFactorsAreNcclTests) {
@@ -128,4 +128,4 @@ TEST(Fit, EfficiencyCurveRecovered) {
 }
 
 }  // namespace
-}  // namespace stratagem::spec
+}  // namespace stratagem::scenario

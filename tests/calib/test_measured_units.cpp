@@ -8,8 +8,8 @@
 
 #include "engine/plan/builder.hpp"
 #include "tests/calib/gloo_profile.hpp"
-#include "engine/spec/profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/simulator.hpp"
@@ -17,13 +17,13 @@
 namespace stratagem::test {
 namespace {
 
-spec::Scenario validation_scenario(const std::string& name) {
-  return spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
+scenario::Scenario validation_scenario(const std::string& name) {
+  return scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
 }
 
-spec::MeasuredUnits units_for(const spec::Scenario& s) {
-  spec::MeasuredUnits m;
-  m.shape = spec::unit_shape_key(s);
+scenario::MeasuredUnits units_for(const scenario::Scenario& s) {
+  scenario::MeasuredUnits m;
+  m.shape = scenario::unit_shape_key(s);
   m.embedding_forward = 1e-3;
   m.embedding_backward = 2e-3;
   m.block_forward = 10e-3;
@@ -36,14 +36,14 @@ spec::MeasuredUnits units_for(const spec::Scenario& s) {
 
 TEST(MeasuredUnits, ShapeKeyNamesWhatAUnitCostDependsOn) {
   const auto s = validation_scenario("validate-cpu-ddp");
-  EXPECT_EQ(spec::unit_shape_key(s),
+  EXPECT_EQ(scenario::unit_shape_key(s),
             "h256 a4 kv4 ffn1024 v1024 layernorm gelu learned bias untied s128 b4 no");
   auto other = s;
   other.strategy.micro_batch_size = 2;
-  EXPECT_NE(spec::unit_shape_key(other), spec::unit_shape_key(s));
+  EXPECT_NE(scenario::unit_shape_key(other), scenario::unit_shape_key(s));
   other = s;
   other.strategy.dp = 1;  // the strategy's layout does not change a unit's cost
-  EXPECT_EQ(spec::unit_shape_key(other), spec::unit_shape_key(s));
+  EXPECT_EQ(scenario::unit_shape_key(other), scenario::unit_shape_key(s));
 }
 
 TEST(MeasuredUnits, ComputeOpsCostTheirUnitsMeasuredTimes) {
@@ -93,7 +93,7 @@ TEST(MeasuredUnits, TensorParallelChainsShareTheirUnitsMeasuredTime) {
   // not apply, and the compute pieces of each unit's chain add up to its measured time, split
   // as their roofline times are.
   auto s = validation_scenario("tp2-cpu-gpt-tiny");
-  EXPECT_EQ(spec::unit_shape_key(s),
+  EXPECT_EQ(scenario::unit_shape_key(s),
             "h256 a4 kv4 ffn1024 v1024 layernorm gelu learned bias tied s128 b4 no tp2 sp");
   auto whole = s;
   whole.strategy.tp = 1;
@@ -141,35 +141,35 @@ TEST(MeasuredUnits, TensorParallelChainsShareTheirUnitsMeasuredTime) {
 
 TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {
   auto s = validation_scenario("validate-cpu-ddp");
-  spec::HardwareProfile p;
+  scenario::HardwareProfile p;
   p.name = "units";
   p.device.memory_bytes = 1e9;
-  p.device.matmul[spec::DType::fp32] = {50e9, 100, 0, {}};
+  p.device.matmul[scenario::DType::fp32] = {50e9, 100, 0, {}};
   p.device.elementwise = {10e9, 1e-6, 0, {}};
   p.device.units = {units_for(s)};
-  const auto q = spec::parse_profile(spec::to_json(p), "mem");
+  const auto q = scenario::parse_profile(scenario::to_json(p), "mem");
   ASSERT_EQ(q.device.units.size(), 1u);
   EXPECT_DOUBLE_EQ(q.device.units[0].block_backward, 20e-3);
   EXPECT_DOUBLE_EQ(q.device.units[0].optimizer_per_param, 1e-9);
-  spec::apply_profile(s, q);
-  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  scenario::apply_profile(s, q);
+  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");
   ASSERT_EQ(again.cluster.gpu.measured_units.size(), 1u);
-  EXPECT_EQ(again.cluster.gpu.measured_units[0].shape, spec::unit_shape_key(s));
+  EXPECT_EQ(again.cluster.gpu.measured_units[0].shape, scenario::unit_shape_key(s));
 }
 
 TEST(MeasuredUnits, PerCollectiveSlowdownsTravelFromProfileToCostModels) {
-  spec::HardwareProfile p = gloo_profile("slow");
+  scenario::HardwareProfile p = gloo_profile("slow");
   p.overlap.comm_slowdown_during_compute = 1.0;
-  p.overlap.comm_slowdown_during_compute_by_op[spec::CommOp::reduce_scatter] = 3.0;
-  const auto q = spec::parse_profile(spec::to_json(p), "mem");
-  EXPECT_DOUBLE_EQ(q.overlap.comm_slowdown_during_compute_by_op.at(spec::CommOp::reduce_scatter),
+  p.overlap.comm_slowdown_during_compute_by_op[scenario::CommOp::reduce_scatter] = 3.0;
+  const auto q = scenario::parse_profile(scenario::to_json(p), "mem");
+  EXPECT_DOUBLE_EQ(q.overlap.comm_slowdown_during_compute_by_op.at(scenario::CommOp::reduce_scatter),
                    3.0);
   auto s = validation_scenario("validate-cpu-zero2");
-  spec::apply_profile(s, q);
-  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  scenario::apply_profile(s, q);
+  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");
   const auto m = sim::make_cost_models(again);
-  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(spec::CommOp::reduce_scatter)], 3.0);
-  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(spec::CommOp::all_gather)], 1.0);
+  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(scenario::CommOp::reduce_scatter)], 3.0);
+  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(scenario::CommOp::all_gather)], 1.0);
   EXPECT_TRUE(m.serial_collectives);
 }
 
@@ -189,9 +189,9 @@ TEST(FlowNetwork, ABusyLinkSlowsItsFlowsByTheirOwnFactor) {
   EXPECT_DOUBLE_EQ(done, 1.5);
 }
 
-spec::Scenario with_calibration(const std::string& name, double compute_comm, bool serial) {
+scenario::Scenario with_calibration(const std::string& name, double compute_comm, bool serial) {
   auto s = validation_scenario(name);
-  spec::CommCalibration c;
+  scenario::CommCalibration c;
   c.profile = "test";
   c.processes = 2;
   for (auto& m : c.ops) m = {100e-6, 0.5e9, compute_comm};

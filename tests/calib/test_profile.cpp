@@ -6,9 +6,9 @@
 #include <filesystem>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulator.hpp"
 #include "tests/cli/cli_util.hpp"
@@ -16,12 +16,12 @@
 namespace stratagem::test {
 namespace {
 
-using spec::CommOp;
-using spec::DType;
+using scenario::CommOp;
+using scenario::DType;
 
 // A made-up 2-process CPU profile with round numbers.
-spec::HardwareProfile sample_profile() {
-  spec::HardwareProfile p;
+scenario::HardwareProfile sample_profile() {
+  scenario::HardwareProfile p;
   p.name = "test-cpu x2";
   p.machine.cpu_model = "Test CPU";
   p.machine.nproc = 2;
@@ -34,7 +34,7 @@ spec::HardwareProfile sample_profile() {
   p.device.matmul[DType::fp32] = {50e9, 200, 0.05, {{256, 256, 256, 28e9}}};
   p.device.matmul[DType::bf16] = {200e9, 400, 0.1, {}};
   p.device.elementwise = {10e9, 2e-6, 0.2, {{1024, 2.1e-6}}};
-  spec::NetworkProfile n;
+  scenario::NetworkProfile n;
   n.backend = "gloo";
   n.processes = 2;
   n.ops[CommOp::all_reduce] = {100e-6, 1e9, 0.05, {{1 << 20, 1.1e-3}}};
@@ -51,7 +51,7 @@ spec::HardwareProfile sample_profile() {
 
 std::string expect_spec_error(const nlohmann::json& doc) {
   try {
-    spec::parse_profile(doc, "p.json");
+    scenario::parse_profile(doc, "p.json");
   } catch (const SpecError& e) {
     return e.what();
   }
@@ -61,11 +61,11 @@ std::string expect_spec_error(const nlohmann::json& doc) {
 
 TEST(Profile, RoundTrip) {
   const auto p = sample_profile();
-  const nlohmann::json j = spec::to_json(p);
+  const nlohmann::json j = scenario::to_json(p);
   EXPECT_EQ(j["format"], "stratagem-profile");
   EXPECT_EQ(j["version"], 1);
-  const auto q = spec::parse_profile(j, "mem");
-  EXPECT_EQ(spec::to_json(q), j);
+  const auto q = scenario::parse_profile(j, "mem");
+  EXPECT_EQ(scenario::to_json(q), j);
   EXPECT_EQ(q.name, p.name);
   EXPECT_DOUBLE_EQ(q.device.matmul.at(DType::bf16).peak, 200e9);
   EXPECT_DOUBLE_EQ(q.device.matmul.at(DType::fp32).points.at(0).flops_per_s, 28e9);
@@ -75,12 +75,12 @@ TEST(Profile, RoundTrip) {
   EXPECT_DOUBLE_EQ(q.overlap.comm_compute_slowdown, 0.5);
 
   const std::string dir = temp_dir("profile-roundtrip");
-  spec::save_profile(p, dir + "/p.json");
-  EXPECT_EQ(spec::to_json(spec::load_profile(dir + "/p.json")), j);
+  scenario::save_profile(p, dir + "/p.json");
+  EXPECT_EQ(scenario::to_json(scenario::load_profile(dir + "/p.json")), j);
 }
 
 TEST(Profile, ErrorsNameTheField) {
-  const nlohmann::json good = spec::to_json(sample_profile());
+  const nlohmann::json good = scenario::to_json(sample_profile());
   auto without = [&](const nlohmann::json::json_pointer& ptr) {
     nlohmann::json j = good;
     j[ptr.parent_pointer()].erase(ptr.back());
@@ -113,15 +113,15 @@ TEST(Profile, ErrorsNameTheField) {
 TEST(Profile, OneProcessProfileHasNoNetwork) {
   auto p = sample_profile();
   p.network.reset();
-  const auto q = spec::parse_profile(spec::to_json(p), "");
+  const auto q = scenario::parse_profile(scenario::to_json(p), "");
   EXPECT_FALSE(q.network);
-  EXPECT_FALSE(spec::profile_calibration(q));
+  EXPECT_FALSE(scenario::profile_calibration(q));
 }
 
 TEST(Profile, BecomesTheScenariosHardware) {
-  auto s = spec::load_scenario("default");
+  auto s = scenario::load_scenario("default");
   const auto world = s.cluster.world_size();
-  spec::apply_profile(s, sample_profile());
+  scenario::apply_profile(s, sample_profile());
   const auto& g = s.cluster.gpu;
   EXPECT_EQ(s.cluster.world_size(), world);
   EXPECT_EQ(g.name, "test-cpu x2");
@@ -137,9 +137,9 @@ TEST(Profile, BecomesTheScenariosHardware) {
   EXPECT_DOUBLE_EQ(s.cluster.intra_node.bandwidth, 4e9);
   EXPECT_DOUBLE_EQ(s.cluster.intra_node.latency, 20e-6);
   // The scenario JSON carries the calibration and parses back to the same numbers.
-  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");
   ASSERT_TRUE(again.cluster.calibration);
-  EXPECT_EQ(spec::to_json(again), spec::to_json(s));
+  EXPECT_EQ(scenario::to_json(again), scenario::to_json(s));
   const auto models = sim::make_cost_models(s);
   EXPECT_EQ(models.profile, "profile test-cpu x2");
   EXPECT_DOUBLE_EQ(models.comm_compute_slowdown, 0.5);
@@ -155,7 +155,7 @@ TEST(Profile, MeasuredMatmulPointsBecomeTheEfficiencyTable) {
                                          {128, 128, 128, 20e9},
                                          {1024, 1024, 1024, 50e9},
                                          {128, 512, 128, 30e9}};  // same d = 128: averaged
-  const auto curve = spec::matmul_curve(p.device.matmul[DType::fp32]);
+  const auto curve = scenario::matmul_curve(p.device.matmul[DType::fp32]);
   ASSERT_EQ(curve.table.size(), 3u);
   EXPECT_DOUBLE_EQ(curve.at(64), 0.8);
   EXPECT_DOUBLE_EQ(curve.at(128), 0.5);
@@ -164,17 +164,17 @@ TEST(Profile, MeasuredMatmulPointsBecomeTheEfficiencyTable) {
   EXPECT_NEAR(curve.at(std::sqrt(64.0 * 128.0)), 0.65, 1e-12);  // halfway in log d
   EXPECT_NEAR(curve.at(std::pow(2.0, 7 + 3.0 * 2 / 3)), 0.5 + 0.5 * 2 / 3, 1e-12);
   // The scenario's GPU carries it, and it survives the scenario's JSON round trip.
-  auto s = spec::load_scenario("default");
-  spec::apply_profile(s, p);
+  auto s = scenario::load_scenario("default");
+  scenario::apply_profile(s, p);
   EXPECT_DOUBLE_EQ(s.cluster.gpu.efficiency(DType::fp32).at(128), 0.5);
   EXPECT_DOUBLE_EQ(s.cluster.gpu.efficiency(DType::bf16).at(200), 200.0 / 600);  // no points
-  const auto again = spec::parse_scenario(spec::to_json(s), "again");
+  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");
   EXPECT_EQ(again.cluster.gpu.efficiency(DType::fp32).table, curve.table);
   // A bad table names itself.
-  auto j = spec::to_json(s);
+  auto j = scenario::to_json(s);
   j["cluster"]["gpu"]["matmul_efficiency_by_dtype"]["fp32"]["table"] = {{128, 0.5}, {64, 0.8}};
   try {
-    spec::parse_scenario(j, "bad");
+    scenario::parse_scenario(j, "bad");
     FAIL() << "decreasing table accepted";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "cluster.gpu.matmul_efficiency_by_dtype.fp32.table[1]");
@@ -182,8 +182,8 @@ TEST(Profile, MeasuredMatmulPointsBecomeTheEfficiencyTable) {
 }
 
 TEST(Profile, CalibratedNetworkClosedForms) {
-  auto s = spec::load_scenario("default");
-  spec::apply_profile(s, sample_profile());
+  auto s = scenario::load_scenario("default");
+  scenario::apply_profile(s, sample_profile());
   const auto models = sim::make_cost_models(s);
   const auto& net = *models.network;
   const double S = 1e6;
@@ -203,9 +203,9 @@ TEST(Profile, CalibratedNetworkClosedForms) {
 }
 
 TEST(Profile, ChangesSimulatedStepDeterministically) {
-  const auto base = spec::load_scenario("default");
+  const auto base = scenario::load_scenario("default");
   auto profiled = base;
-  spec::apply_profile(profiled, sample_profile());
+  scenario::apply_profile(profiled, sample_profile());
   sim::Simulator sim;
   const auto a = sim.run(plan::build_plan(base), sim::make_cost_models(base));
   const auto b = sim.run(plan::build_plan(profiled), sim::make_cost_models(profiled));
@@ -217,7 +217,7 @@ TEST(Profile, ChangesSimulatedStepDeterministically) {
   auto faster = sample_profile();
   for (auto& [op, m] : faster.network->ops) m.bus_bandwidth *= 10;
   auto quick = base;
-  spec::apply_profile(quick, faster);
+  scenario::apply_profile(quick, faster);
   const auto d = sim.run(plan::build_plan(quick), sim::make_cost_models(quick));
   EXPECT_LE(d.metrics.step_time_s, b.metrics.step_time_s);
   EXPECT_LT(d.metrics.exposed_comm_s, b.metrics.exposed_comm_s);
@@ -226,7 +226,7 @@ TEST(Profile, ChangesSimulatedStepDeterministically) {
 TEST(ProfileCli, SimCompareSearchAcceptIt) {
   const std::string dir = temp_dir("profile-cli");
   const std::string file = dir + "/p.json";
-  spec::save_profile(sample_profile(), file);
+  scenario::save_profile(sample_profile(), file);
   const auto with = run_cli("sim default --json --profile " + file);
   ASSERT_EQ(with.exit_code, 0) << with.err;
   const auto again = run_cli("sim default --json --profile " + file);
@@ -258,7 +258,7 @@ TEST(ProfileCli, SimCompareSearchAcceptIt) {
 
 TEST(ProfileCli, BadProfileExitsTwoNamingTheField) {
   const std::string dir = temp_dir("profile-bad");
-  auto j = spec::to_json(sample_profile());
+  auto j = scenario::to_json(sample_profile());
   j["device"].erase("kernel_launch_us");
   write_file(dir + "/bad.json", j.dump());
   const auto r = run_cli("sim default --profile " + dir + "/bad.json");

@@ -71,7 +71,7 @@ void run_block(const DocBlock& b) {
   }
   fs::create_directory_symlink(kBuild, dir / "build");
   std::ofstream(dir / "block.sh") << b.script;
-  // Each block gets its own host-profile cache (engine/spec/host.hpp), as a fresh machine has.
+  // Each block gets its own host-profile cache (engine/scenario/host.hpp), as a fresh machine has.
   const std::string cmd = "cd " + quote(dir) + " && STRATAGEM_CACHE_DIR=" + quote(dir / "cache") +
                           " PATH=" + quote(kBuild / "apps") +
                           ":\"$PATH\" timeout -k 10 300 bash -e -o pipefail block.sh " +

@@ -21,10 +21,10 @@
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/import.hpp"
-#include "engine/spec/json_reader.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/import.hpp"
+#include "engine/scenario/json_reader.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/simulator.hpp"
 
 namespace stratagem::test {
@@ -116,7 +116,7 @@ std::string mutate(std::string s, std::mt19937_64& rng, const std::vector<std::s
 }
 
 // Accepted scenarios are used further: memory always, plan + simulation when small.
-void exercise(const spec::Scenario& s) {
+void exercise(const scenario::Scenario& s) {
   const auto memory = memory::estimate_memory(s);
   (void)memory;
   if (s.world_size() <= 64 && s.strategy.grad_accum <= 16 && s.model.layers <= 96 &&
@@ -174,7 +174,7 @@ TEST(Fuzz, ScenarioReaderAcceptsOrLocatesEveryMutation) {
   const auto corpus = seeds({"scenario", ".json"}, true);
   ASSERT_GT(corpus.size(), 10u);
   const Outcome o = fuzz("scenario", corpus, kJsonTokens, [](const std::string& text) {
-    exercise(spec::parse_scenario(spec::parse_json_text(text, "fuzz.json"), "fuzz"));
+    exercise(scenario::parse_scenario(scenario::parse_json_text(text, "fuzz.json"), "fuzz"));
   });
   EXPECT_GT(o.accepted, 0);  // the mutations leave some valid: the readers go deep
   EXPECT_GT(o.rejected, 0);
@@ -186,10 +186,10 @@ TEST(Fuzz, AccelerateConfigReaderAcceptsOrLocatesEveryMutation) {
   const std::string file = temp_file("fuzz.yaml", "");
   const Outcome o = fuzz("accelerate", corpus, kYamlTokens, [&](const std::string& text) {
     std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-    spec::ImportOptions options;
+    scenario::ImportOptions options;
     options.model = "gpt2";
-    exercise(spec::parse_scenario(spec::import_accelerate(file, options), "fuzz"));
-    spec::read_accelerate_launch_config(file);
+    exercise(scenario::parse_scenario(scenario::import_accelerate(file, options), "fuzz"));
+    scenario::read_accelerate_launch_config(file);
   });
   EXPECT_GT(o.accepted, 0);
   EXPECT_GT(o.rejected, 0);
@@ -201,9 +201,9 @@ TEST(Fuzz, DeepSpeedConfigReaderAcceptsOrLocatesEveryMutation) {
   const std::string file = temp_file("fuzz_ds.json", "");
   const Outcome o = fuzz("deepspeed", corpus, kJsonTokens, [&](const std::string& text) {
     std::ofstream(file, std::ios::binary | std::ios::trunc) << text;
-    spec::ImportOptions options;
+    scenario::ImportOptions options;
     options.model = "gpt2";
-    exercise(spec::parse_scenario(spec::import_deepspeed(file, options), "fuzz"));
+    exercise(scenario::parse_scenario(scenario::import_deepspeed(file, options), "fuzz"));
   });
   EXPECT_GT(o.accepted, 0);
   EXPECT_GT(o.rejected, 0);

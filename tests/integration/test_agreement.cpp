@@ -4,23 +4,23 @@
 
 #include "engine/plan/builder.hpp"
 #include "engine/result/result.hpp"
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/presets.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
 namespace stratagem {
 namespace {
 
-result::RunResult simulate(const spec::Scenario& s, bool fold = true) {
+result::RunResult simulate(const scenario::Scenario& s, bool fold = true) {
   return sim::Simulator().run(plan::build_plan(s, {.fold = fold}), sim::make_cost_models(s));
 }
 
 // The analytic memory model against the simulated peak: tests/memory/test_plan_agreement.cpp.
 
 TEST(Agreement, FoldedAndUnfoldedSimulationsAgree) {
-  for (const auto& name : spec::shipped_scenario_names()) {
+  for (const auto& name : scenario::shipped_scenario_names()) {
     SCOPED_TRACE(name);
-    const auto s = spec::load_scenario(name);
+    const auto s = scenario::load_scenario(name);
     const auto folded = simulate(s, true);
     const auto full = simulate(s, false);
     EXPECT_DOUBLE_EQ(folded.metrics.step_time_s, full.metrics.step_time_s);
@@ -34,7 +34,7 @@ TEST(Agreement, FoldedAndUnfoldedSimulationsAgree) {
 }
 
 TEST(Agreement, SimulationIsDeterministic) {
-  const auto s = spec::load_scenario("default");
+  const auto s = scenario::load_scenario("default");
   EXPECT_EQ(result::to_json(simulate(s)).dump(), result::to_json(simulate(s)).dump());
 }
 

@@ -11,7 +11,7 @@
 #include <sstream>
 
 #include "engine/result/result.hpp"
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/presets.hpp"
 #include "sim/simulate.hpp"
 #include "tests/plan/plan_digest.hpp"
 #include "tune/strategy_variants.hpp"
@@ -23,8 +23,8 @@ const char* kGoldenPath = STRATAGEM_SOURCE_DIR "/tests/golden/plans.golden";
 
 std::map<std::string, std::string> current_digests() {
   std::map<std::string, std::string> out;
-  for (const auto& name : spec::shipped_scenario_names()) {
-    const auto base = spec::load_scenario(name);
+  for (const auto& name : scenario::shipped_scenario_names()) {
+    const auto base = scenario::load_scenario(name);
     for (const auto& v : tune::make_variants(base, tune::variant_names())) {
       if (!v.scenario) continue;
       for (bool fold : {true, false}) {

@@ -6,7 +6,7 @@
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/plan.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/units.hpp"
 #include "engine/workload/units.hpp"
 
 namespace stratagem::memory {
@@ -24,7 +24,7 @@ using plan::TensorClass;
 constexpr double kBlock = 872, kEmbedding = 192, kHeadPp1 = 16, kHeadPp2 = 16 + 128;
 constexpr double kActBlock = 1248, kActSelective = 1088, kActFull = 64, kActHead = 320;
 
-spec::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extra, int nodes = 1) {
+scenario::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extra, int nodes = 1) {
   const std::string text = R"({
     "name": "tiny",
     "model": {"layers": )" +
@@ -38,7 +38,7 @@ spec::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extr
                            strategy_extra + R"(},
     "training": {"seq_len": 4}
   })";
-  return spec::parse_scenario(nlohmann::json::parse(text));
+  return scenario::parse_scenario(nlohmann::json::parse(text));
 }
 
 TEST(TinyModel, HandCountsMatchTheSpec) {
@@ -236,7 +236,7 @@ TEST(Estimate, ShortByWhenTheGpuIsTooSmall) {
     "cluster": {"nodes": 1, "gpus_per_node": 8, "gpu": {"preset": "a100-80gb", "memory_GiB": 40},
                 "intra_node": {"bandwidth_GBps": 300}},
     "strategy": {"dp": 8, "mixed_precision": "bf16", "recompute": "full"}})";
-  const auto r = estimate_memory(spec::parse_scenario(nlohmann::json::parse(text)));
+  const auto r = estimate_memory(scenario::parse_scenario(nlohmann::json::parse(text)));
   // DDP: 16Ψ = 120 GB of model states alone > 40 GiB.
   EXPECT_DOUBLE_EQ(r.stages[0].model_states_bytes, 16 * 7.5e9);
   EXPECT_FALSE(r.fits);
@@ -261,12 +261,12 @@ TEST(Speed, LargestShapesAnswerWellUnder100ms) {
   const std::string model = R"("model": {"layers": 96, "hidden": 12288, "heads": 96,
                                           "vocab": 51200, "max_positions": 2048})";
   const std::string cluster = R"("cluster": {"preset": "dgx-a100-80gb", "nodes": 64})";
-  const auto pipeline = spec::parse_scenario(nlohmann::json::parse(
+  const auto pipeline = scenario::parse_scenario(nlohmann::json::parse(
       "{" + model + "," + cluster +
       R"(, "strategy": {"dp": 64, "pp": 8, "schedule": "interleaved", "chunks": 4,
          "grad_accum": 512, "mixed_precision": "bf16", "sharding": "zero1"},
          "training": {"seq_len": 2048}})"));
-  const auto zero3 = spec::parse_scenario(nlohmann::json::parse(
+  const auto zero3 = scenario::parse_scenario(nlohmann::json::parse(
       "{" + model + "," + cluster +
       R"(, "strategy": {"dp": 512, "grad_accum": 4096, "mixed_precision": "bf16",
          "sharding": "zero3", "recompute": "full"}, "training": {"seq_len": 2048}})"));

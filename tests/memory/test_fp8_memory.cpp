@@ -18,7 +18,7 @@ constexpr double kParams = 6'738'415'616.0;
 constexpr double kLinearPerBlock = 202'375'168.0;
 constexpr double kAmaxPerBlock = 4 * 3 * (1024 + 2) * 4.0;  // 4 linears × 3 tensors, fp32
 
-spec::Scenario llama(const std::string& precision, const std::string& sharding,
+scenario::Scenario llama(const std::string& precision, const std::string& sharding,
                      bool fp8_gather = false) {
   nlohmann::json j = {
       {"model", "llama2-7b"},
@@ -28,7 +28,7 @@ spec::Scenario llama(const std::string& precision, const std::string& sharding,
         {"sharding", sharding}}},
       {"training", {{"seq_len", 4096}}}};
   if (fp8_gather) j["strategy"]["fp8_all_gather"] = true;
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
 double cls(const MemoryReport& m, TensorClass c) {
@@ -57,7 +57,7 @@ TEST(Fp8Memory, FsdpCastsEachGatheredUnitOrGathersInFp8) {
   EXPECT_DOUBLE_EQ(cls(sharded, TensorClass::params), 2 * kParams / 8);
   // A block's all-gather: bf16 (2 bytes per parameter), or with fp8_all_gather its linear
   // weights in fp8 and its norms in bf16 (torchao).
-  auto block_gather = [](const spec::Scenario& s) {
+  auto block_gather = [](const scenario::Scenario& s) {
     const auto p = plan::build_plan(s);
     for (const auto& op : p.ops) {
       const auto* c = std::get_if<plan::Collective>(&op.payload);

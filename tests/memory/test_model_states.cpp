@@ -2,16 +2,16 @@
 #include <gtest/gtest.h>
 
 #include "engine/memory/model_states.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::memory {
 namespace {
 
-spec::StrategySpec mixed_adam() {
-  spec::StrategySpec s;
-  s.precision = spec::Precision::fp16;
-  s.optimizer = spec::Optimizer::adam;
+scenario::StrategySpec mixed_adam() {
+  scenario::StrategySpec s;
+  s.precision = scenario::Precision::fp16;
+  s.optimizer = scenario::Optimizer::adam;
   return s;
 }
 
@@ -21,7 +21,7 @@ constexpr int kN = 64;
 
 TEST(ZeroPaper, Figure1Totals) {
   const auto s = mixed_adam();
-  EXPECT_DOUBLE_EQ(spec::zero_k(s), 12.0);
+  EXPECT_DOUBLE_EQ(scenario::zero_k(s), 12.0);
   // baseline (2+2+K)Ψ = 120 GB
   EXPECT_DOUBLE_EQ(zero_model_states(kPsi, kN, 0, s).gpu_bytes(), 120.0 * units::kGB);
   // ZeRO-1: 2Ψ + 2Ψ + KΨ/N = 31.40625 GB (31.4 GB in the figure)
@@ -57,7 +57,7 @@ TEST(ZeroPaper, ClassesPerStage) {
 
 TEST(ModelStates, Bf16MatchesFp16ExceptLossScale) {
   auto bf16 = mixed_adam();
-  bf16.precision = spec::Precision::bf16;
+  bf16.precision = scenario::Precision::bf16;
   for (int stage = 0; stage <= 3; ++stage) {
     const ModelStates a = zero_model_states(kPsi, kN, stage, bf16);
     const ModelStates b = zero_model_states(kPsi, kN, stage, mixed_adam());
@@ -68,8 +68,8 @@ TEST(ModelStates, Bf16MatchesFp16ExceptLossScale) {
 }
 
 TEST(ModelStates, Fp32IsSixteenBytesPerParamWithoutMaster) {
-  spec::StrategySpec s;  // mixed_precision "no"
-  s.optimizer = spec::Optimizer::adamw;
+  scenario::StrategySpec s;  // mixed_precision "no"
+  s.optimizer = scenario::Optimizer::adamw;
   const ModelStates m = zero_model_states(kPsi, kN, 0, s);
   EXPECT_DOUBLE_EQ(m.params_bytes, 4 * kPsi);
   EXPECT_DOUBLE_EQ(m.grads_bytes, 4 * kPsi);
@@ -83,7 +83,7 @@ TEST(ModelStates, Fp32IsSixteenBytesPerParamWithoutMaster) {
 
 TEST(ModelStates, PureBf16WithoutMasterIsTwelveBytesPerParam) {
   auto s = mixed_adam();
-  s.precision = spec::Precision::bf16;
+  s.precision = scenario::Precision::bf16;
   s.master_weights = false;
   const ModelStates m = zero_model_states(kPsi, kN, 0, s);
   EXPECT_DOUBLE_EQ(m.master_weights_bytes, 0.0);
@@ -93,15 +93,15 @@ TEST(ModelStates, PureBf16WithoutMasterIsTwelveBytesPerParam) {
 
 TEST(ModelStates, SgdWithMomentumKeepsFourBytes) {
   auto s = mixed_adam();
-  s.optimizer = spec::Optimizer::sgd;
+  s.optimizer = scenario::Optimizer::sgd;
   EXPECT_DOUBLE_EQ(zero_model_states(kPsi, kN, 0, s).gpu_bytes(), (2 + 2 + 4 + 4) * kPsi);
-  s.precision = spec::Precision::no;
+  s.precision = scenario::Precision::no;
   EXPECT_DOUBLE_EQ(zero_model_states(kPsi, kN, 0, s).gpu_bytes(), (4 + 4 + 4) * kPsi);
 }
 
 TEST(ModelStates, OffloadMovesOptimizerAndMasterToHost) {
   auto s = mixed_adam();
-  s.offload_optimizer = spec::Offload::cpu;
+  s.offload_optimizer = scenario::Offload::cpu;
   const ModelStates m = zero_model_states(kPsi, kN, 2, s);
   EXPECT_DOUBLE_EQ(m.optimizer_bytes, 0.0);
   EXPECT_DOUBLE_EQ(m.master_weights_bytes, 0.0);
@@ -114,8 +114,8 @@ TEST(ModelStates, OffloadMovesOptimizerAndMasterToHost) {
 
 TEST(ModelStates, FsdpShardingsCountLikeZero3) {
   auto s = mixed_adam();
-  for (auto sharding : {spec::Sharding::fsdp_full_shard, spec::Sharding::fsdp_shard_grad_op,
-                        spec::Sharding::fsdp_hybrid_shard}) {
+  for (auto sharding : {scenario::Sharding::fsdp_full_shard, scenario::Sharding::fsdp_shard_grad_op,
+                        scenario::Sharding::fsdp_hybrid_shard}) {
     s.sharding = sharding;
     EXPECT_DOUBLE_EQ(model_states(kPsi, kN, s).gpu_bytes(), 16 * kPsi / kN);
   }

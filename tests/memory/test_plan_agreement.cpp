@@ -10,7 +10,7 @@
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/presets.hpp"
 #include "sim/simulator.hpp"
 
 namespace stratagem::memory {
@@ -19,7 +19,7 @@ namespace {
 // Peaks are sums of the same byte counts in another order: equal up to rounding.
 constexpr double kRelativeTolerance = 1e-12;
 
-void expect_agreement(const spec::Scenario& s, const std::string& label) {
+void expect_agreement(const scenario::Scenario& s, const std::string& label) {
   const MemoryReport analytic = estimate_memory(s);
   const plan::StepPlan plan = plan::build_plan(s);
   const result::RunResult simulated = sim::Simulator().run(plan, sim::make_cost_models(s));
@@ -33,9 +33,9 @@ void expect_agreement(const spec::Scenario& s, const std::string& label) {
 }
 
 TEST(AgreementWithThePlan, EveryShippedScenario) {
-  const auto names = spec::shipped_scenario_names();
+  const auto names = scenario::shipped_scenario_names();
   ASSERT_FALSE(names.empty());
-  for (const std::string& name : names) expect_agreement(spec::load_scenario(name), name);
+  for (const std::string& name : names) expect_agreement(scenario::load_scenario(name), name);
 }
 
 // Variants of a small decoder on one DGX A100: every sharding, schedule, recomputation and
@@ -57,7 +57,7 @@ TEST(AgreementWithThePlan, DataParallelVariants) {
                 sharding + R"(", "mixed_precision": "fp16", "recompute": ")" + recompute +
                 R"(", "prefetch": )" + std::to_string(prefetch) + R"(, "bucket_mb": )" +
                 std::to_string(bucket_mb) + R"(}, "training": {"seq_len": 512}})";
-            expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+            expect_agreement(scenario::parse_scenario(nlohmann::json::parse(text)), text);
           }
         }
       }
@@ -77,7 +77,7 @@ TEST(AgreementWithThePlan, TiedHeadVariants) {
             "micro_batch_size": 2, "grad_accum": 3, "sharding": ")" +
             sharding + R"(", "mixed_precision": "bf16", "recompute": ")" + recompute +
             R"(", "prefetch": )" + std::to_string(prefetch) + R"(}, "training": {"seq_len": 512}})";
-        expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+        expect_agreement(scenario::parse_scenario(nlohmann::json::parse(text)), text);
       }
     }
   }
@@ -101,7 +101,7 @@ TEST(AgreementWithThePlan, PipelineVariants) {
                 "mixed_precision": ")" +
                 precision + R"(", "recompute": ")" + recompute +
                 R"("}, "training": {"seq_len": 256}})";
-            expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+            expect_agreement(scenario::parse_scenario(nlohmann::json::parse(text)), text);
           }
         }
       }
@@ -134,7 +134,7 @@ TEST(AgreementWithThePlan, AttentionContextParallelAndFp8Variants) {
                     R"(", "mixed_precision": ")" + precision + R"(", "fp8_all_gather": )" +
                     (fp8_gather ? "true" : "false") + R"(, "recompute": ")" + recompute +
                     R"("}, "training": {"seq_len": 1024}})";
-                expect_agreement(spec::parse_scenario(nlohmann::json::parse(text)), text);
+                expect_agreement(scenario::parse_scenario(nlohmann::json::parse(text)), text);
               }
             }
           }

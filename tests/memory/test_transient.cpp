@@ -12,7 +12,7 @@ namespace {
 
 constexpr double kAct = 1000;  // bytes one unit keeps per micro-batch
 
-StageTransientInput stage_input(spec::Schedule schedule, int pp, int stage, int chunks, int m,
+StageTransientInput stage_input(scenario::Schedule schedule, int pp, int stage, int chunks, int m,
                                 int units_per_chunk = 1) {
   StageTransientInput in;
   in.schedule = schedule;
@@ -28,7 +28,7 @@ TEST(InFlight, GPipeHoldsEveryMicroBatchOnEveryStage) {
   for (int pp : {1, 2, 4, 8}) {
     for (int m : {1, 3, 8, 16}) {
       for (int s = 0; s < pp; ++s) {
-        const auto peak = stage_transient_peak(stage_input(spec::Schedule::gpipe, pp, s, 1, m, 2));
+        const auto peak = stage_transient_peak(stage_input(scenario::Schedule::gpipe, pp, s, 1, m, 2));
         EXPECT_EQ(peak.max_in_flight, m) << "pp " << pp << " m " << m << " stage " << s;
         EXPECT_DOUBLE_EQ(peak.activations, m * 2 * kAct);
       }
@@ -41,7 +41,7 @@ TEST(InFlight, OneFOneBHoldsMinOfPMinusSAndM) {
     for (int m : {1, 2, 3, 8, 16}) {
       for (int s = 0; s < pp; ++s) {
         const auto peak =
-            stage_transient_peak(stage_input(spec::Schedule::one_f_one_b, pp, s, 1, m, 3));
+            stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, pp, s, 1, m, 3));
         const int expected = std::min(pp - s, m);
         EXPECT_EQ(peak.max_in_flight, expected) << "pp " << pp << " m " << m << " stage " << s;
         EXPECT_DOUBLE_EQ(peak.activations, expected * 3 * kAct);
@@ -55,10 +55,10 @@ TEST(InFlight, OneFOneBExamples) {
   const int expected8[] = {4, 3, 2, 1}, expected2[] = {2, 2, 2, 1};
   for (int s = 0; s < 4; ++s) {
     EXPECT_EQ(
-        stage_transient_peak(stage_input(spec::Schedule::one_f_one_b, 4, s, 1, 8)).max_in_flight,
+        stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, 4, s, 1, 8)).max_in_flight,
         expected8[s]);
     EXPECT_EQ(
-        stage_transient_peak(stage_input(spec::Schedule::one_f_one_b, 4, s, 1, 2)).max_in_flight,
+        stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, 4, s, 1, 2)).max_in_flight,
         expected2[s]);
   }
 }
@@ -78,7 +78,7 @@ TEST(InFlight, InterleavedMatchesMegatronWarmupPlusOne) {
       for (int m : {pp, 2 * pp, 4 * pp}) {
         for (int s = 0; s < pp; ++s) {
           const auto peak =
-              stage_transient_peak(stage_input(spec::Schedule::interleaved, pp, s, v, m));
+              stage_transient_peak(stage_input(scenario::Schedule::interleaved, pp, s, v, m));
           const int expected = megatron_interleaved_in_flight(pp, s, v, m);
           EXPECT_EQ(peak.max_in_flight, expected)
               << "pp " << pp << " v " << v << " m " << m << " stage " << s;
@@ -94,17 +94,17 @@ TEST(InFlight, InterleavedExamples) {
   const int expected[] = {11, 9, 7, 5};
   for (int s = 0; s < 4; ++s) {
     EXPECT_EQ(
-        stage_transient_peak(stage_input(spec::Schedule::interleaved, 4, s, 2, 8)).max_in_flight,
+        stage_transient_peak(stage_input(scenario::Schedule::interleaved, 4, s, 2, 8)).max_in_flight,
         expected[s]);
   }
   // m == p: Megatron runs every forward first, so all m·v are in flight.
   EXPECT_EQ(
-      stage_transient_peak(stage_input(spec::Schedule::interleaved, 4, 3, 2, 4)).max_in_flight, 8);
+      stage_transient_peak(stage_input(scenario::Schedule::interleaved, 4, 3, 2, 4)).max_in_flight, 8);
 }
 
 TEST(Recompute, OneUnitIsRebuiltAtATime) {
   // Three units keeping 2 bytes each, rebuilding 8 more each before their backward.
-  auto in = stage_input(spec::Schedule::one_f_one_b, 1, 0, 1, 1, 3);
+  auto in = stage_input(scenario::Schedule::one_f_one_b, 1, 0, 1, 1, 3);
   in.recompute = true;
   for (auto& u : in.chunk_units[0]) u = {2, 8, 0, 0};
   EXPECT_DOUBLE_EQ(stage_transient_peak(in).activations, 3 * 2 + 8);
@@ -117,13 +117,13 @@ TEST(Recompute, OneUnitIsRebuiltAtATime) {
 TEST(Recompute, SmallRebuildLeavesTheForwardPeak) {
   // The head keeps 10 and rebuilds nothing; blocks keep 2 and rebuild 3. After the head's
   // backward frees 10, rebuilding 3 never gets back to the forward's 14.
-  auto in = stage_input(spec::Schedule::one_f_one_b, 1, 0, 1, 1, 3);
+  auto in = stage_input(scenario::Schedule::one_f_one_b, 1, 0, 1, 1, 3);
   in.recompute = true;
   in.chunk_units[0] = {{2, 3, 0, 0}, {2, 3, 0, 0}, {10, 0, 0, 0}};
   EXPECT_DOUBLE_EQ(stage_transient_peak(in).activations, 14);
 }
 
-StageTransientInput sharded(bool reshard, int prefetch, spec::Schedule schedule, int m) {
+StageTransientInput sharded(bool reshard, int prefetch, scenario::Schedule schedule, int m) {
   StageTransientInput in;
   in.schedule = schedule;
   in.microbatches = m;
@@ -138,29 +138,29 @@ TEST(Gathered, ReshardKeepsThePrefetchWindow) {
   // Gathers run F: 10, 20, 40 then B: 40, 20, 10. While the last unit's forward runs, its own
   // gather and the first backward gather (the same unit again) are live: 80.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 1, spec::Schedule::one_f_one_b, 1)).gathered_params, 80);
+      stage_transient_peak(sharded(true, 1, scenario::Schedule::one_f_one_b, 1)).gathered_params, 80);
   // No prefetch: one unit at a time.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 0, spec::Schedule::one_f_one_b, 1)).gathered_params, 40);
+      stage_transient_peak(sharded(true, 0, scenario::Schedule::one_f_one_b, 1)).gathered_params, 40);
   // Prefetch 2: three consecutive gathers, at most 20 + 40 + 40.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 2, spec::Schedule::one_f_one_b, 1)).gathered_params, 100);
+      stage_transient_peak(sharded(true, 2, scenario::Schedule::one_f_one_b, 1)).gathered_params, 100);
   // More micro-batches repeat the window; they do not add to it.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 1, spec::Schedule::one_f_one_b, 5)).gathered_params, 80);
-  EXPECT_DOUBLE_EQ(stage_transient_peak(sharded(true, 1, spec::Schedule::gpipe, 5)).gathered_params,
+      stage_transient_peak(sharded(true, 1, scenario::Schedule::one_f_one_b, 5)).gathered_params, 80);
+  EXPECT_DOUBLE_EQ(stage_transient_peak(sharded(true, 1, scenario::Schedule::gpipe, 5)).gathered_params,
                    80);
 }
 
 TEST(Gathered, ShardGradOpKeepsEachForwardsGatherUntilItsBackward) {
   // One micro-batch: the forward keeps 10 + 20 + 40 until the backward frees them.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(false, 1, spec::Schedule::one_f_one_b, 1)).gathered_params, 70);
+      stage_transient_peak(sharded(false, 1, scenario::Schedule::one_f_one_b, 1)).gathered_params, 70);
   // GPipe: every forward gathers and keeps (as the plan builder emits it), so m micro-batches
   // hold m copies until their backwards.
   for (int m : {1, 2, 6}) {
     EXPECT_DOUBLE_EQ(
-        stage_transient_peak(sharded(false, 1, spec::Schedule::gpipe, m)).gathered_params,
+        stage_transient_peak(sharded(false, 1, scenario::Schedule::gpipe, m)).gathered_params,
         70.0 * m);
   }
 }
@@ -171,18 +171,18 @@ TEST(Gathered, ShardGradOpPrefetchesTheNextForwardDuringBackward) {
   // units 0 and 1 are done: during B0, 70 kept + 30 prefetched.
   for (int m : {2, 6}) {
     EXPECT_DOUBLE_EQ(
-        stage_transient_peak(sharded(false, 1, spec::Schedule::one_f_one_b, m)).gathered_params,
+        stage_transient_peak(sharded(false, 1, scenario::Schedule::one_f_one_b, m)).gathered_params,
         100);
   }
   // Prefetch 2: all three of F1's gathers run during B0.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(false, 2, spec::Schedule::one_f_one_b, 2)).gathered_params, 140);
+      stage_transient_peak(sharded(false, 2, scenario::Schedule::one_f_one_b, 2)).gathered_params, 140);
 }
 
 TEST(Gathered, UnitsWithoutParametersStillTakeAGatherSlot) {
   // A unit with no parameters is gathered (0 bytes) like the others, so it uses one of the
   // prefetch places: while unit 0 computes, only unit 1's (empty) gather runs ahead.
-  StageTransientInput in = sharded(true, 1, spec::Schedule::one_f_one_b, 1);
+  StageTransientInput in = sharded(true, 1, scenario::Schedule::one_f_one_b, 1);
   in.chunk_units = {{{0, 0, 50, 0}, {0, 0, 0, 0}, {0, 0, 30, 0}}};
   // F: 50+0, 0+30, 30+30 (B's first gather) → 60; B: 30+0, 0+50, 50.
   EXPECT_DOUBLE_EQ(stage_transient_peak(in).gathered_params, 60);
@@ -191,7 +191,7 @@ TEST(Gathered, UnitsWithoutParametersStillTakeAGatherSlot) {
 TEST(Buckets, OneBucketLiveAtATimeAndCarriedIntoTheNextOp) {
   // Units (act, bucket): (0, 500), (100, 30), (100, 30).
   StageTransientInput in;
-  in.schedule = spec::Schedule::one_f_one_b;
+  in.schedule = scenario::Schedule::one_f_one_b;
   in.microbatches = 2;
   in.grads_sharded = true;
   in.bucket_cap_bytes = 0;  // every unit closes its own bucket
@@ -203,7 +203,7 @@ TEST(Buckets, OneBucketLiveAtATimeAndCarriedIntoTheNextOp) {
   EXPECT_DOUBLE_EQ(peak.comm_buckets, 500);
   EXPECT_DOUBLE_EQ(peak.activations, 0);
   // GPipe: B0's last bucket is still being reduced when B1 starts with 200 bytes held.
-  in.schedule = spec::Schedule::gpipe;
+  in.schedule = scenario::Schedule::gpipe;
   peak = stage_transient_peak(in);
   EXPECT_DOUBLE_EQ(peak.total(), 700);
   EXPECT_DOUBLE_EQ(peak.activations, 200);

@@ -7,12 +7,12 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/plan/plan.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::test {
 
 /// A 16-layer GPT (h 1024) on one 8×A100-80GB node with the given strategy keys.
-inline spec::Scenario small_scenario(const nlohmann::json& strategy, int gpus = 8) {
+inline scenario::Scenario small_scenario(const nlohmann::json& strategy, int gpus = 8) {
   nlohmann::json j = {{"name", "test"},
                       {"model",
                        {{"layers", 16},
@@ -26,7 +26,7 @@ inline spec::Scenario small_scenario(const nlohmann::json& strategy, int gpus = 
                         {"intra_node", {{"bandwidth_GBps", 300}, {"latency_us", 3}}}}},
                       {"strategy", strategy},
                       {"training", {{"seq_len", 1024}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
 /// The plan's group of that label ("tp(stage 0, dp 1)"); a test failure when there is none.

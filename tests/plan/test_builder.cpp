@@ -4,8 +4,8 @@
 #include <map>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/presets.hpp"
 #include "engine/workload/schedule.hpp"
 #include "engine/workload/stages.hpp"
 #include "tests/plan/plan_test_util.hpp"
@@ -61,9 +61,9 @@ double activation_peak(const StepPlan& p, int rank) {
 }
 
 TEST(Builder, EveryShippedScenarioBuilds) {
-  for (const auto& name : spec::shipped_scenario_names()) {
+  for (const auto& name : scenario::shipped_scenario_names()) {
     SCOPED_TRACE(name);
-    const auto s = spec::load_scenario(name);
+    const auto s = scenario::load_scenario(name);
     const auto p = plan::build_plan(s);
     check_invariants(p);
     EXPECT_GT(p.ops.size(), 0u);
@@ -320,7 +320,7 @@ TEST(Builder, HybridShardReduceScattersInNodeAndAllReducesAcrossNodes) {
                         {"inter_node", {{"bandwidth_GBps", 25}}}}},
                       {"strategy", {{"dp", 8}, {"sharding", "HYBRID_SHARD"}}},
                       {"training", {{"seq_len", 128}}}};
-  const auto p = plan::build_plan(spec::parse_scenario(j), {.fold = false});
+  const auto p = plan::build_plan(scenario::parse_scenario(j), {.fold = false});
   bool saw_rs = false, saw_ar = false;
   for (plan::OpId id : p.ranks[5].streams[1]) {
     const auto& c = std::get<Collective>(p.ops[id].payload);
@@ -339,12 +339,12 @@ TEST(Builder, HybridShardReduceScattersInNodeAndAllReducesAcrossNodes) {
 
 TEST(Builder, ScheduleOrdersMatchMegatron) {
   // 1F1B, p=4, stage 1, m=4: two warm-up forwards, then F/B pairs, then cool-down.
-  const auto o = workload::schedule_order(spec::Schedule::one_f_one_b, 4, 1, 1, 4);
+  const auto o = workload::schedule_order(scenario::Schedule::one_f_one_b, 4, 1, 1, 4);
   std::string s;
   for (const auto& i : o) s += (i.forward ? "F" : "B") + std::to_string(i.microbatch) + " ";
   EXPECT_EQ(s, "F0 F1 F2 B0 F3 B1 B2 B3 ");
   // Interleaved p=2, v=2, m=4, stage 0: warm-up (2−0−1)·2 + (2−1)·2 = 4.
-  const auto io = workload::schedule_order(spec::Schedule::interleaved, 2, 0, 2, 4);
+  const auto io = workload::schedule_order(scenario::Schedule::interleaved, 2, 0, 2, 4);
   std::string t;
   for (const auto& i : io) {
     t += (i.forward ? "F" : "B") + std::to_string(i.chunk) + "." + std::to_string(i.microbatch) +
@@ -391,21 +391,21 @@ TEST(Builder, SplitStagesCountsEmbeddingAndLossAsLayersAsMegatron) {
                     {"mixed_precision", "bf16"}, {"grad_accum", 16}}},
       {"training", {{"seq_len", 512}}}};
   try {
-    spec::parse_scenario(j);
+    scenario::parse_scenario(j);
     FAIL() << "126 blocks over 64 virtual stages accepted";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "strategy.chunks");
   }
   j["strategy"]["account_for_embedding_in_pipeline_split"] = true;
   j["strategy"]["account_for_loss_in_pipeline_split"] = true;
-  const auto s = spec::parse_scenario(j);
+  const auto s = scenario::parse_scenario(j);
   const auto p = plan::build_plan(s);
   EXPECT_EQ(p.layout.stage_chunk_units, split);
-  EXPECT_EQ(spec::to_json(s.strategy).value("account_for_loss_in_pipeline_split", false), true);
+  EXPECT_EQ(scenario::to_json(s.strategy).value("account_for_loss_in_pipeline_split", false), true);
   // Without a pipeline there is nothing to count them in.
   j["strategy"] = {{"dp", 8}, {"account_for_loss_in_pipeline_split", true}};
   try {
-    spec::parse_scenario(j);
+    scenario::parse_scenario(j);
     FAIL() << "accepted without a pipeline";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "strategy.account_for_loss_in_pipeline_split");
@@ -426,7 +426,7 @@ TEST(Builder, QuickFormModelWithParameterlessUnitsBuilds) {
       {"cluster", "dgx-a100-80gb"},
       {"strategy", {{"dp", 8}, {"recompute", "selective"}, {"mixed_precision", "bf16"}}},
       {"training", {{"seq_len", 512}}}};
-  const auto p = plan::build_plan(spec::parse_scenario(j));
+  const auto p = plan::build_plan(scenario::parse_scenario(j));
   int all_reduces = 0;
   for (plan::OpId id : p.ranks[0].streams[1]) {
     all_reduces +=

@@ -6,8 +6,8 @@
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "engine/workload/units.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulator.hpp"
@@ -33,29 +33,29 @@ nlohmann::json measured_json() {
             {"output", unit("output", 5e5, 1e6, 8000)}}}};
 }
 
-spec::Scenario scenario(nlohmann::json strategy, nlohmann::json model = measured_json(),
+scenario::Scenario scenario(nlohmann::json strategy, nlohmann::json model = measured_json(),
                         int gpus = 8) {
   nlohmann::json j = {{"name", "measured"},
                       {"model", std::move(model)},
                       {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}, {"gpus_per_node", gpus}}},
                       {"strategy", std::move(strategy)},
                       {"training", {{"seq_len", 1}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
 TEST(MeasuredModel, ParsesIntoTotalsAndRoundTrips) {
-  const spec::Scenario s = scenario({{"dp", 8}, {"micro_batch_size", 4}});
+  const scenario::Scenario s = scenario({{"dp", 8}, {"micro_batch_size", 4}});
   ASSERT_TRUE(s.model.measured);
   EXPECT_EQ(s.model.layers, 3);
   EXPECT_EQ(s.model.hidden, 1024);  // 4096 boundary bytes / 4 bytes per element
-  EXPECT_DOUBLE_EQ(spec::total_params(s.model), 7.5e6);
-  EXPECT_DOUBLE_EQ(spec::embedding_params(s.model), 1e6);
-  EXPECT_DOUBLE_EQ(spec::head_params(s.model), 5e5);
-  EXPECT_DOUBLE_EQ(spec::block_params(s.model), 2e6);  // the blocks' mean
+  EXPECT_DOUBLE_EQ(scenario::total_params(s.model), 7.5e6);
+  EXPECT_DOUBLE_EQ(scenario::embedding_params(s.model), 1e6);
+  EXPECT_DOUBLE_EQ(scenario::head_params(s.model), 5e5);
+  EXPECT_DOUBLE_EQ(scenario::block_params(s.model), 2e6);  // the blocks' mean
   // 3 × (0 + 12e6 + 1e6) FLOPs per sample, seq_len 1.
-  EXPECT_DOUBLE_EQ(spec::training_flops_per_token(s.model, 1), 39e6);
-  const spec::Scenario again = spec::parse_scenario(spec::to_json(s));
-  EXPECT_EQ(spec::to_json(again), spec::to_json(s));
+  EXPECT_DOUBLE_EQ(scenario::training_flops_per_token(s.model, 1), 39e6);
+  const scenario::Scenario again = scenario::parse_scenario(scenario::to_json(s));
+  EXPECT_EQ(scenario::to_json(again), scenario::to_json(s));
   EXPECT_EQ(again.model.measured->blocks[1].name, "layers.1");
 }
 
@@ -90,7 +90,7 @@ TEST(MeasuredModel, PipelineSendsTheMeasuredBoundary) {
 }
 
 TEST(MeasuredModel, MemoryAndSimulationFollowTheUnits) {
-  const spec::Scenario s = scenario({{"dp", 8}, {"micro_batch_size", 4}, {"sharding", "zero3"}});
+  const scenario::Scenario s = scenario({{"dp", 8}, {"micro_batch_size", 4}, {"sharding", "zero3"}});
   const auto mem = memory::estimate_memory(s);
   // fp32 Adam with ZeRO-3 over 8: 16 bytes per parameter / 8.
   EXPECT_NEAR(mem.worst().model_states_bytes, 16 * 7.5e6 / 8, 16 * 3e6 / 8);

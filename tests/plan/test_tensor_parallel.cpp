@@ -7,9 +7,9 @@
 #include <map>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/presets.hpp"
-#include "engine/spec/tensor_shapes.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/presets.hpp"
+#include "engine/scenario/tensor_shapes.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -102,7 +102,7 @@ TEST(TensorParallel, BlockCollectivesPerPhaseWithoutAndWithSequenceParallelism) 
   EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::forward, K::all_reduce}), 1);
   EXPECT_EQ(tp_collectives(q, 0).count.at({Phase::backward, K::all_gather}), 1);
   auto rotary = test::small_scenario(strategy);
-  rotary.model.positions = spec::PositionKind::rotary;
+  rotary.model.positions = scenario::PositionKind::rotary;
   const auto r = tp_collectives(plan::build_plan(rotary), 0);
   EXPECT_EQ(r.count.at({Phase::forward, K::reduce_scatter}), 1);
   EXPECT_EQ(r.count.at({Phase::backward, K::all_gather}), 1);
@@ -147,24 +147,24 @@ TEST(TensorParallel, ComputeAndParametersSplitOverTheGroup) {
 
 TEST(TensorParallel, KorthikantiTableTwoForGpt3At8) {
   // GPT-3 175B: s 2048, b 1, h 12288, a 96, t 8; s·b·h = 25,165,824 and 5·a·s/h = 80.
-  const auto m = spec::load_scenario("3d-tp8-pp8-gpt3-175b-64xa100").model;
+  const auto m = scenario::load_scenario("3d-tp8-pp8-gpt3-175b-64xa100").model;
   const double sbh = 2048.0 * 12288;
-  auto cell = [&](spec::Recompute r, bool sp) {
-    return spec::activation_bytes_per_layer(m, 2048, 1, r, 2.0, {8, sp});
+  auto cell = [&](scenario::Recompute r, bool sp) {
+    return scenario::activation_bytes_per_layer(m, 2048, 1, r, 2.0, {8, sp});
   };
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::none, false), sbh * (10 + 24.0 / 8 + 80.0 / 8));
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::none, false), 578813952.0);           // sbh · 23
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::none, true), sbh * (34 + 80.0) / 8);  // sbh · 14.25
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::selective, false), sbh * 13);
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::selective, true), sbh * 34 / 8);
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::full, false), 2 * sbh);
-  EXPECT_DOUBLE_EQ(cell(spec::Recompute::full, true), 2 * sbh / 8);
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::none, false), sbh * (10 + 24.0 / 8 + 80.0 / 8));
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::none, false), 578813952.0);           // sbh · 23
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::none, true), sbh * (34 + 80.0) / 8);  // sbh · 14.25
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::selective, false), sbh * 13);
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::selective, true), sbh * 34 / 8);
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::full, false), 2 * sbh);
+  EXPECT_DOUBLE_EQ(cell(scenario::Recompute::full, true), 2 * sbh / 8);
   // Unsharded (t = 1) the table's first row: s·b·h·(34 + 5·a·s/h).
-  EXPECT_DOUBLE_EQ(spec::activation_bytes_per_layer(m, 2048, 1, spec::Recompute::none), sbh * 114);
-  EXPECT_EQ(spec::padded_vocab(m, 8), 51200);
-  EXPECT_EQ(spec::padded_vocab(m, 1), 50257);
+  EXPECT_DOUBLE_EQ(scenario::activation_bytes_per_layer(m, 2048, 1, scenario::Recompute::none), sbh * 114);
+  EXPECT_EQ(scenario::padded_vocab(m, 8), 51200);
+  EXPECT_EQ(scenario::padded_vocab(m, 1), 50257);
   // A block on one of 8 TP ranks: (4h² + 2hf + 3h + f)/8 + 2·2h + 2h.
-  EXPECT_DOUBLE_EQ(spec::block_params_tp(m, 8), 226576896.0);
+  EXPECT_DOUBLE_EQ(scenario::block_params_tp(m, 8), 226576896.0);
 }
 
 TEST(TensorParallel, SequenceParallelNormGradientsAreAllReducedOverTheGroup) {
@@ -217,7 +217,7 @@ TEST(TensorParallel, FoldedAndUnfoldedAgreeAndSimulationIsDeterministic) {
 // none.
 std::string error_path_of(const nlohmann::json& j, bool build = false) {
   try {
-    const auto s = spec::parse_scenario(j);
+    const auto s = scenario::parse_scenario(j);
     if (build) plan::build_plan(s);
   } catch (const SpecError& e) {
     return e.path();
@@ -252,7 +252,7 @@ TEST(TensorParallel, TheMeshIsValidatedInOnePlaceWithJsonPaths) {
       {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 2}, {"gpus_per_node", 4}}},
       {"strategy", {{"dp", 1}, {"tp", 8}}}};
   try {
-    spec::parse_scenario(j);
+    scenario::parse_scenario(j);
     ADD_FAILURE() << "a TP group across nodes was accepted";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "strategy.tp");
@@ -280,7 +280,7 @@ TEST(PlanSize, MicroBatchCapsAndPlanSizeAreCheckedUpFront) {
                          true);
   };
   const nlohmann::json seq = {{"seq_len", 2048}};
-  EXPECT_EQ(path_of({{"dp", 64}, {"grad_accum", spec::kMaxMicroBatches + 1}}, seq),
+  EXPECT_EQ(path_of({{"dp", 64}, {"grad_accum", scenario::kMaxMicroBatches + 1}}, seq),
             "strategy.grad_accum");
   EXPECT_EQ(path_of({{"dp", 64}}, {{"seq_len", 2048}, {"global_batch", std::int64_t{1} << 33}}),
             "training.global_batch");  // derived: 2^27 micro-batches

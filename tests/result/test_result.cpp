@@ -11,7 +11,7 @@
 #include "engine/result/export.hpp"
 #include "engine/result/metrics.hpp"
 #include "engine/result/result.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::result {
 namespace {
@@ -33,7 +33,7 @@ Span span(plan::OpId op, SpanKind kind, plan::Stream stream, double start, doubl
 // Rank 0 and 1 simulated, rank 2 a folded copy of rank 0.
 RunResult sample_result() {
   RunResult r;
-  r.scenario = spec::load_scenario("default");
+  r.scenario = scenario::load_scenario("default");
   r.hardware = "test";
   r.events = 42;
   r.ranks.resize(3);
@@ -87,7 +87,7 @@ TEST(Metrics, FromSpans) {
   EXPECT_DOUBLE_EQ(m.exposed_comm_s, (2.0 + 0.5 + 2.0) / 3);
   EXPECT_EQ(m.comm_bytes[static_cast<int>(CommCategory::grad_sync)], 200.0);
   EXPECT_EQ(m.comm_bytes[static_cast<int>(CommCategory::pipeline)], 20.0);  // sends only
-  EXPECT_EQ(m.peak_flops.dtype, spec::DType::bf16);
+  EXPECT_EQ(m.peak_flops.dtype, scenario::DType::bf16);
   EXPECT_EQ(m.peak_flops.flops_per_s, 312e12);
   EXPECT_DOUBLE_EQ(m.mfu, 3e15 / (5.0 * 3 * 312e12));
   EXPECT_DOUBLE_EQ(m.samples_per_s, r.scenario.training.global_batch / 5.0);

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "engine/runtime/checkpoint.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {
@@ -23,7 +23,7 @@ std::string fresh_dir(const std::string& name) {
   return dir.string();
 }
 
-void expect_exact_resume(const spec::Scenario& s, const std::string& name) {
+void expect_exact_resume(const scenario::Scenario& s, const std::string& name) {
   const int total = 6, first = 3;
   auto straight = run_inproc(s, train_options(total));
 

@@ -12,7 +12,7 @@
 #include "engine/launch/ports.hpp"
 #include "engine/comm/store.hpp"
 #include "engine/runtime/host_memory.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
 namespace stratagem::test {

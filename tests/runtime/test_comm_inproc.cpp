@@ -5,7 +5,7 @@
 #include <atomic>
 
 #include "engine/comm/inproc_communicator.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
 namespace stratagem::test {

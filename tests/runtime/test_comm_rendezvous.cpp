@@ -14,7 +14,7 @@
 #include "engine/launch/dist_env.hpp"
 #include "engine/launch/ports.hpp"
 #include "engine/comm/store.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
 namespace stratagem::test {

@@ -14,7 +14,7 @@
 #include "engine/measure/calibrate.hpp"
 #include "engine/measure/commbench.hpp"
 #include "engine/comm/inproc_communicator.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/profile.hpp"
 #include "tests/runtime/cli_process.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 
@@ -22,7 +22,7 @@ namespace stratagem::test {
 namespace {
 
 namespace fs = std::filesystem;
-using spec::CommOp;
+using scenario::CommOp;
 
 // Runs the benchmark on an in-process world of n ranks; returns rank 0's rows.
 std::vector<runtime::CommBenchRow> bench(int n, const runtime::CommBenchOptions& o) {
@@ -51,7 +51,7 @@ runtime::CommBenchOptions options(CommOp op, at::ScalarType dtype = at::kFloat) 
 }
 
 TEST(CommBench, EveryOpAndDtypeChecksClean) {
-  for (int i = 0; i < spec::kCommOpCount; ++i) {
+  for (int i = 0; i < scenario::kCommOpCount; ++i) {
     for (auto dtype : {at::kFloat, at::kBFloat16, at::kHalf, at::kDouble}) {
       const auto o = options(static_cast<CommOp>(i), dtype);
       const int n = 3;
@@ -59,16 +59,16 @@ TEST(CommBench, EveryOpAndDtypeChecksClean) {
       ASSERT_EQ(rows.size(), o.sizes.size());
       for (std::size_t k = 0; k < rows.size(); ++k) {
         const auto& r = rows[k];
-        const std::string what = std::string(spec::to_string(o.op)) + " " +
+        const std::string what = std::string(scenario::to_string(o.op)) + " " +
                                  runtime::bench_dtype_name(dtype) + " " + std::to_string(r.bytes);
         EXPECT_EQ(r.wrong, 0) << what;
         EXPECT_EQ(r.bytes, o.sizes[k]);
         EXPECT_EQ(r.count,
-                  spec::element_count(o.op, r.bytes, static_cast<int>(c10::elementSize(dtype)), n));
+                  scenario::element_count(o.op, r.bytes, static_cast<int>(c10::elementSize(dtype)), n));
         EXPECT_EQ(r.iters, 3);
         EXPECT_GT(r.time_s, 0) << what;
         EXPECT_DOUBLE_EQ(r.algbw, r.bytes / r.time_s);
-        EXPECT_DOUBLE_EQ(r.busbw, r.algbw * spec::bus_factor(o.op, n));
+        EXPECT_DOUBLE_EQ(r.busbw, r.algbw * scenario::bus_factor(o.op, n));
       }
     }
   }
@@ -84,7 +84,7 @@ TEST(CommBench, CountsAWrongContribution) {
   for (const auto& [op, wrong] : expected) {
     auto o = options(op);
     o.fault_rank = 1;
-    for (const auto& r : bench(3, o)) EXPECT_EQ(r.wrong, wrong) << spec::to_string(op);
+    for (const auto& r : bench(3, o)) EXPECT_EQ(r.wrong, wrong) << scenario::to_string(op);
   }
   // A broadcast from a wrong root is wrong everywhere; a wrong non-root is overwritten.
   auto b = options(CommOp::broadcast);
@@ -127,7 +127,7 @@ TEST(CommBench, TableLooksLikeNcclTests) {
 }
 
 TEST(CommBench, ModelGemmShapes) {
-  const auto s = spec::load_scenario("default");  // GPT-2 XL: h 1600, ffn 6400
+  const auto s = scenario::load_scenario("default");  // GPT-2 XL: h 1600, ffn 6400
   const auto g = runtime::model_gemms(s);
   const std::int64_t tokens = std::int64_t{s.strategy.micro_batch_size} * s.training.seq_len;
   ASSERT_EQ(g.size(), 4u);
@@ -175,12 +175,12 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   const auto file = (dir / "p.json").string();
   const auto r = stratagem("calibrate --num_processes 2 --quick -o " + file, dir);
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
-  const auto p = spec::load_profile(file);
+  const auto p = scenario::load_profile(file);
   EXPECT_EQ(p.machine.processes, 2);
   EXPECT_EQ(p.machine.backend, "gloo");
   EXPECT_TRUE(p.machine.quick);
   EXPECT_FALSE(p.machine.torch_version.empty());
-  for (auto t : {spec::DType::fp32, spec::DType::bf16}) {
+  for (auto t : {scenario::DType::fp32, scenario::DType::bf16}) {
     ASSERT_TRUE(p.device.matmul.count(t));
     EXPECT_GT(p.device.matmul.at(t).peak, 1e8);  // any CPU does 0.1 GFLOP/s
     EXPECT_EQ(p.device.matmul.at(t).points.size(), 3u);
@@ -189,8 +189,8 @@ TEST(CalibrateCli, QuickWritesAValidProfile) {
   ASSERT_TRUE(p.network);
   EXPECT_EQ(p.network->processes, 2);
   for (const auto& [op, c] : p.network->ops) {
-    EXPECT_GT(c.bus_bandwidth, 1e6) << spec::to_string(op);
-    EXPECT_EQ(c.points.size(), 3u) << spec::to_string(op);
+    EXPECT_GT(c.bus_bandwidth, 1e6) << scenario::to_string(op);
+    EXPECT_EQ(c.points.size(), 3u) << scenario::to_string(op);
   }
   EXPECT_GE(p.overlap.comm_compute_slowdown, 0);
   EXPECT_GT(p.overlap.compute_alone_s, 0);

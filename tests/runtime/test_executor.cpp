@@ -6,7 +6,7 @@
 #include <cmath>
 #include <iostream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {

@@ -38,7 +38,7 @@ Measured measure(const std::string& sharding) {
   Measured m;
   m.trace = run.results[1].trace;
   m.model_states = model_state_bytes(m.trace);
-  const double psi = spec::total_params(s.model);
+  const double psi = scenario::total_params(s.model);
   m.analytic = memory::model_states(psi, 4, s.strategy).gpu_bytes();
   return m;
 }

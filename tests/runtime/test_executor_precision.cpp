@@ -151,7 +151,7 @@ TEST(Precision, Fp16HugeScaleOverflowsUntilItFits) {
 }
 
 TEST(LossScaler, DeepSpeedHysteresis) {
-  spec::LossScaleSpec spec;
+  scenario::LossScaleSpec spec;
   spec.initial_scale_power = 4;
   spec.loss_scale_window = 3;
   spec.hysteresis = 2;

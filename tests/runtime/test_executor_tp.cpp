@@ -9,7 +9,7 @@
 
 #include "engine/plan/builder.hpp"
 #include "engine/runtime/executor_run.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {

@@ -17,13 +17,13 @@
 #include "engine/comm/inproc_communicator.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/runtime/worker.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::test {
 
 /// 4 layers, hidden 32, 4 heads, vocab 64, seq 16: small enough for 2 cores, big enough for
 /// every unit to have real matrices. `strategy` is merged over {dp, pp = 1}.
-inline spec::Scenario tiny_scenario(int world, const nlohmann::json& strategy,
+inline scenario::Scenario tiny_scenario(int world, const nlohmann::json& strategy,
                                     const nlohmann::json& model = {}, int global_batch = 8,
                                     int nodes = 1) {
   nlohmann::json m = {
@@ -47,7 +47,7 @@ inline spec::Scenario tiny_scenario(int world, const nlohmann::json& strategy,
                         {"inter_node", {{"bandwidth_GBps", 1}}}}},
                       {"strategy", st},
                       {"training", {{"seq_len", 16}, {"global_batch", global_batch}, {"seed", 7}}}};
-  return spec::parse_scenario(j, "tiny");
+  return scenario::parse_scenario(j, "tiny");
 }
 
 struct InprocRun {
@@ -111,7 +111,7 @@ struct InprocRun {
 };
 
 /// Trains `s` with one thread per rank; rethrows the first rank's exception.
-inline InprocRun run_inproc(const spec::Scenario& s, runtime::TrainOptions options) {
+inline InprocRun run_inproc(const scenario::Scenario& s, runtime::TrainOptions options) {
   runtime::set_cpu_threads(1);
   const int n = s.world_size();
   auto comms = runtime::make_inproc_world(n, std::chrono::seconds(60));
@@ -154,7 +154,7 @@ inline void expect_same_losses(const InprocRun& run, const std::vector<double>& 
 /// Every unit's parameters of `run` (scenario `s`) within `tolerance` of `ref` (one process);
 /// the head's copy of tied word embeddings (pipelines) must equal the embedding's.
 inline void expect_same_params(InprocRun& run, const std::vector<at::Tensor>& ref,
-                               const spec::Scenario& s, double tolerance) {
+                               const scenario::Scenario& s, double tolerance) {
   const int head = static_cast<int>(ref.size()) - 1;
   for (int u = 0; u <= head; ++u) {
     at::Tensor got = run.unit_params(u);
@@ -177,7 +177,7 @@ inline void expect_same_params(InprocRun& run, const std::vector<at::Tensor>& re
 inline runtime::TrainOptions train_options(int steps, double lr = 1e-3) {
   runtime::TrainOptions o;
   o.steps = steps;
-  o.optimizer = runtime::OptimizerConfig::defaults(spec::Optimizer::adamw, lr);
+  o.optimizer = runtime::OptimizerConfig::defaults(scenario::Optimizer::adamw, lr);
   o.timeout = std::chrono::seconds(60);
   return o;
 }

@@ -35,7 +35,7 @@ class HostProfileCli : public ::testing::Test {
     auto s = tiny_scenario(2, {{"dp", 2}, {"micro_batch_size", 2}});
     s.name = "tiny-ddp";
     scenario_ = dir_ / "tiny-ddp.json";
-    std::ofstream(scenario_) << spec::to_json(s).dump(2);
+    std::ofstream(scenario_) << scenario::to_json(s).dump(2);
   }
   void TearDown() override { ::unsetenv("STRATAGEM_CACHE_DIR"); }
   Cli validate(const std::string& extra) {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "engine/launch/launcher.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::test {
 namespace {

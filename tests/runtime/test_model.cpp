@@ -12,8 +12,8 @@
 
 #include "engine/runtime/data.hpp"
 #include "engine/runtime/model_units.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/tensor_shapes.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/tensor_shapes.hpp"
 #include "tests/runtime/test_executor_util.hpp"
 
 namespace stratagem::test {
@@ -22,7 +22,7 @@ namespace {
 using runtime::GptUnits;
 using runtime::Numerics;
 
-spec::ModelSpec model_of(const nlohmann::json& overrides = {}) {
+scenario::ModelSpec model_of(const nlohmann::json& overrides = {}) {
   return tiny_scenario(1, {}, overrides).model;
 }
 
@@ -38,11 +38,11 @@ TEST(ModelUnits, CountsEqualTheSpec) {
     for (bool copy : {false, true}) {
       GptUnits units(m, 16, copy && m.tied_embeddings, Numerics{}, kCpu);
       ASSERT_EQ(units.count(), m.layers + 2);
-      EXPECT_EQ(units.numel(0), static_cast<std::int64_t>(spec::embedding_params(m)));
+      EXPECT_EQ(units.numel(0), static_cast<std::int64_t>(scenario::embedding_params(m)));
       for (int u = 1; u <= m.layers; ++u) {
-        EXPECT_EQ(units.numel(u), static_cast<std::int64_t>(spec::block_params(m)));
+        EXPECT_EQ(units.numel(u), static_cast<std::int64_t>(scenario::block_params(m)));
       }
-      const double head = spec::head_params(m) +
+      const double head = scenario::head_params(m) +
                           (copy && m.tied_embeddings ? static_cast<double>(m.vocab * m.hidden) : 0);
       EXPECT_EQ(units.numel(units.head_unit()), static_cast<std::int64_t>(head));
     }
@@ -50,7 +50,7 @@ TEST(ModelUnits, CountsEqualTheSpec) {
 }
 
 TEST(ModelUnits, TensorParallelSlicesCountAsTheSpecAndReassembleTheWholeModel) {
-  // One TP rank's units hold spec::*_params_tp; their slices, laid side by side along each
+  // One TP rank's units hold scenario::*_params_tp; their slices, laid side by side along each
   // slot's split dimension (vocabulary padding cut off), are the tp = 1 units exactly.
   for (const auto& m : {model_of({{"vocab", 300}}),
                         model_of({{"vocab", 300}, {"tied_embeddings", true}}),
@@ -68,11 +68,11 @@ TEST(ModelUnits, TensorParallelSlicesCountAsTheSpecAndReassembleTheWholeModel) {
         std::vector<GptUnits> ranks;
         for (int r = 0; r < tp; ++r)
           ranks.emplace_back(m, 16, owns_copy, Numerics{}, kCpu, runtime::TpShard{tp, r});
-        const double table = static_cast<double>(spec::padded_vocab(m, tp)) / tp * m.hidden;
-        EXPECT_EQ(ranks[0].numel(0), static_cast<std::int64_t>(spec::embedding_params_tp(m, tp)));
-        EXPECT_EQ(ranks[0].numel(1), static_cast<std::int64_t>(spec::block_params_tp(m, tp)));
+        const double table = static_cast<double>(scenario::padded_vocab(m, tp)) / tp * m.hidden;
+        EXPECT_EQ(ranks[0].numel(0), static_cast<std::int64_t>(scenario::embedding_params_tp(m, tp)));
+        EXPECT_EQ(ranks[0].numel(1), static_cast<std::int64_t>(scenario::block_params_tp(m, tp)));
         EXPECT_EQ(ranks[0].numel(ranks[0].head_unit()),
-                  static_cast<std::int64_t>(spec::head_params_tp(m, tp) + (owns_copy ? table : 0)));
+                  static_cast<std::int64_t>(scenario::head_params_tp(m, tp) + (owns_copy ? table : 0)));
         for (int u : {0, 1, whole.head_unit()}) {
           std::vector<at::Tensor> parts;
           for (const auto& slot : ranks[0].layout(u).slots) {
@@ -95,7 +95,7 @@ TEST(ModelUnits, TensorParallelSlicesCountAsTheSpecAndReassembleTheWholeModel) {
 
 TEST(ModelUnits, RejectsWhatItCannotTrain) {
   auto m = model_of();
-  m.kind = spec::ModelKind::encoder;
+  m.kind = scenario::ModelKind::encoder;
   EXPECT_THROW(runtime::check_runtime_model(m), SpecError);
   m = model_of();
   m.params_given = 1e9;
@@ -133,7 +133,7 @@ struct Grads {
 };
 
 Grads unitwise(const GptUnits& units, const std::vector<at::Tensor>& params,
-               const at::Tensor& tokens, spec::Recompute rc) {
+               const at::Tensor& tokens, scenario::Recompute rc) {
   const auto s = tokens.size(1) - 1;
   std::vector<runtime::UnitActivation> acts;
   at::Tensor x = tokens.narrow(1, 0, s);
@@ -145,7 +145,7 @@ Grads unitwise(const GptUnits& units, const std::vector<at::Tensor>& params,
     }
     acts.push_back(units.forward(u, params[u], borrowed, x,
                                  u == head ? tokens.narrow(1, 1, s) : at::Tensor(),
-                                 u > 0 && u < head ? rc : spec::Recompute::none));
+                                 u > 0 && u < head ? rc : scenario::Recompute::none));
     if (u < head) x = units.to_boundary(acts.back().output);
   }
   Grads g;
@@ -178,7 +178,7 @@ TEST(ModelUnits, UnitwiseGradientsMatchFiniteDifferences) {
     data->sample(0, 17, tok.data());
     data->sample(1, 17, tok.data() + 17);
     const auto tokens = at::tensor(tok).view({2, 17});
-    const Grads g = unitwise(units, params, tokens, spec::Recompute::none);
+    const Grads g = unitwise(units, params, tokens, scenario::Recompute::none);
     for (int u : {0, 2, units.head_unit()}) {
       const auto& gp = g.params[u];
       const auto idx = gp.abs().argmax().item<std::int64_t>();
@@ -188,8 +188,8 @@ TEST(ModelUnits, UnitwiseGradientsMatchFiniteDifferences) {
       minus[u] = params[u].clone();
       plus[u][idx] += eps;
       minus[u][idx] -= eps;
-      const double lp = unitwise(units, plus, tokens, spec::Recompute::none).loss;
-      const double lm = unitwise(units, minus, tokens, spec::Recompute::none).loss;
+      const double lp = unitwise(units, plus, tokens, scenario::Recompute::none).loss;
+      const double lm = unitwise(units, minus, tokens, scenario::Recompute::none).loss;
       const double fd = (lp - lm) / (2 * eps);
       EXPECT_NEAR(gp[idx].item<double>(), fd, 2e-2 * std::abs(fd) + 1e-4)
           << "unit " << u << (tied ? " tied" : "");
@@ -206,8 +206,8 @@ TEST(ModelUnits, RecomputationIsNumericallyIdentical) {
   auto data = runtime::make_synthetic_data(m.vocab, 5);
   for (int i = 0; i < 3; ++i) data->sample(i, 17, tok.data() + 17 * i);
   const auto tokens = at::tensor(tok).view({3, 17});
-  const Grads none = unitwise(units, params, tokens, spec::Recompute::none);
-  for (auto rc : {spec::Recompute::selective, spec::Recompute::full}) {
+  const Grads none = unitwise(units, params, tokens, scenario::Recompute::none);
+  for (auto rc : {scenario::Recompute::selective, scenario::Recompute::full}) {
     const Grads g = unitwise(units, params, tokens, rc);
     EXPECT_EQ(g.loss, none.loss);
     for (std::size_t u = 0; u < params.size(); ++u) {
@@ -217,7 +217,7 @@ TEST(ModelUnits, RecomputationIsNumericallyIdentical) {
 }
 
 TEST(Data, AStepIsTheSameSamplesHoweverItIsSplit) {
-  auto collect = [](const spec::Scenario& s, std::int64_t step) {
+  auto collect = [](const scenario::Scenario& s, std::int64_t step) {
     std::multiset<std::int64_t> idx;
     for (int d = 0; d < s.strategy.dp; ++d) {
       for (int mb = 0; mb < s.strategy.grad_accum; ++mb) {
@@ -298,8 +298,8 @@ TEST(ModelUnits, FusedAttentionMatchesEagerAttention) {
   auto data = runtime::make_synthetic_data(m.vocab, 7);
   for (int i = 0; i < 2; ++i) data->sample(i, 17, tok.data() + 17 * i);
   const auto tokens = at::tensor(tok).view({2, 17});
-  const Grads e = unitwise(eager_units, params, tokens, spec::Recompute::none);
-  const Grads f = unitwise(fused_units, params, tokens, spec::Recompute::none);
+  const Grads e = unitwise(eager_units, params, tokens, scenario::Recompute::none);
+  const Grads f = unitwise(fused_units, params, tokens, scenario::Recompute::none);
   EXPECT_NEAR(f.loss, e.loss, 1e-5 * std::abs(e.loss));
   for (std::size_t u = 0; u < params.size(); ++u) {
     EXPECT_TRUE(f.params[u].allclose(e.params[u], 1e-4, 1e-6)) << "unit " << u;

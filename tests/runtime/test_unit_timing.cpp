@@ -4,13 +4,13 @@
 
 #include "engine/runtime/threads.hpp"
 #include "engine/measure/unit_timing.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/profile.hpp"
 
 namespace stratagem::test {
 namespace {
 
-void expect_every_figure_positive(const spec::MeasuredUnits& m) {
+void expect_every_figure_positive(const scenario::MeasuredUnits& m) {
   for (double v : {m.embedding_forward, m.embedding_backward, m.block_forward, m.block_backward,
                    m.head_forward, m.head_backward, m.optimizer_per_param}) {
     EXPECT_GT(v, 0);
@@ -20,9 +20,9 @@ void expect_every_figure_positive(const spec::MeasuredUnits& m) {
 TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
   runtime::set_cpu_threads(1);
   const auto s =
-      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
+      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 2);
-  EXPECT_EQ(m.shape, spec::unit_shape_key(s));
+  EXPECT_EQ(m.shape, scenario::unit_shape_key(s));
   expect_every_figure_positive(m);
   EXPECT_GT(m.block_forward, m.embedding_forward);  // GEMMs against a table lookup
   // (backward > forward, two GEMMs per forward GEMM, is a timing the machine's other load can
@@ -37,20 +37,20 @@ TEST(UnitTiming, TensorParallelUnitsAreOneRanksShardOverItsWholeChain) {
   // once. bench/README.md has the figures.)
   runtime::set_cpu_threads(1);
   const auto s =
-      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/tp2-cpu-gpt-tiny.json");
+      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/tp2-cpu-gpt-tiny.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 3);
-  EXPECT_EQ(m.shape, spec::unit_shape_key(s));
+  EXPECT_EQ(m.shape, scenario::unit_shape_key(s));
   expect_every_figure_positive(m);
   EXPECT_GT(m.block_forward, m.embedding_forward);
   auto whole = s;
   whole.strategy.tp = 1;
   whole.strategy.sequence_parallel = false;
-  EXPECT_NE(m.shape, spec::unit_shape_key(whole));
+  EXPECT_NE(m.shape, scenario::unit_shape_key(whole));
   EXPECT_NE(m.shape.find(" tp2 sp"), std::string::npos) << m.shape;
 }
 
 TEST(UnitTiming, RefusesModelsTheRuntimeCannotBuild) {
-  auto s = spec::load_scenario("ddp-bert-large-fp32-8xa100");  // an encoder
+  auto s = scenario::load_scenario("ddp-bert-large-fp32-8xa100");  // an encoder
   EXPECT_THROW(runtime::measure_units(s, c10::Device(c10::kCPU), 1), SpecError);
 }
 

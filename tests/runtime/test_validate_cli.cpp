@@ -22,7 +22,7 @@ fs::path write_scenario(const fs::path& dir, const std::string& name, const nloh
   auto s = tiny_scenario(2, strategy);
   s.name = name;
   const auto path = dir / (name + ".json");
-  std::ofstream(path) << spec::to_json(s).dump(2);
+  std::ofstream(path) << scenario::to_json(s).dump(2);
   return path;
 }
 

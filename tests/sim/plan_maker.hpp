@@ -14,7 +14,7 @@
 namespace stratagem::test {
 
 /// A scenario to attach to hand-built plans (results need one): a small GPT on one GPU.
-inline spec::Scenario tiny_scenario() {
+inline scenario::Scenario tiny_scenario() {
   nlohmann::json j = {
       {"name", "hand-built"},
       {"model",
@@ -26,7 +26,7 @@ inline spec::Scenario tiny_scenario() {
         {"inter_node", {{"bandwidth_GBps", 25}, {"latency_us", 5}}}}},
       {"strategy", {{"dp", 1}, {"pp", 1}, {"grad_accum", 4}}},
       {"training", {{"seq_len", 128}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
 /// Appends ops to a StepPlan; deps and memory effects may be added after an op is created
@@ -166,7 +166,7 @@ class PlanMaker {
 };
 
 struct PipelineSpec {
-  spec::Schedule schedule = spec::Schedule::one_f_one_b;
+  scenario::Schedule schedule = scenario::Schedule::one_f_one_b;
   int pp = 1, dp = 1, chunks = 1, microbatches = 1;
   double forward_s = 1, backward_s = 2;  ///< per stage; a chunk takes 1/chunks of it
   double p2p_bytes = 0;
@@ -275,8 +275,8 @@ inline sim::CostModels exact_models(double intra_bw, double intra_lat, double in
                                     double inter_lat, sim::Algorithm algo = sim::Algorithm::ring) {
   sim::CostModels m;
   m.compute = std::make_shared<FlopsAsSeconds>();
-  m.network = std::make_shared<sim::AlphaBetaNetwork>(spec::LinkSpec{intra_bw, intra_lat},
-                                                      spec::LinkSpec{inter_bw, inter_lat}, algo);
+  m.network = std::make_shared<sim::AlphaBetaNetwork>(scenario::LinkSpec{intra_bw, intra_lat},
+                                                      scenario::LinkSpec{inter_bw, inter_lat}, algo);
   m.profile = "test";
   return m;
 }

@@ -8,7 +8,7 @@
 namespace stratagem::test {
 namespace {
 
-double bubble(spec::Schedule schedule, int p, int m, int v, double f, double b) {
+double bubble(scenario::Schedule schedule, int p, int m, int v, double f, double b) {
   PlanMaker pm(p);
   PipelineSpec ps;
   ps.schedule = schedule;
@@ -29,7 +29,7 @@ struct Case {
 
 TEST(Bubble, GPipe) {
   for (const Case c : {Case{4, 8, 1, 2}, Case{2, 3, 1, 1}, Case{8, 16, 0.5, 1}, Case{4, 1, 1, 2}}) {
-    EXPECT_NEAR(bubble(spec::Schedule::gpipe, c.p, c.m, 1, c.f, c.b),
+    EXPECT_NEAR(bubble(scenario::Schedule::gpipe, c.p, c.m, 1, c.f, c.b),
                 (c.p - 1.0) / (c.m + c.p - 1.0), 1e-12)
         << "p " << c.p << " m " << c.m;
   }
@@ -38,7 +38,7 @@ TEST(Bubble, GPipe) {
 TEST(Bubble, OneFOneB) {
   for (const Case c : {Case{4, 8, 1, 2}, Case{2, 3, 1, 1}, Case{8, 16, 0.5, 1}, Case{4, 4, 1, 2},
                        Case{16, 128, 1, 2}}) {
-    EXPECT_NEAR(bubble(spec::Schedule::one_f_one_b, c.p, c.m, 1, c.f, c.b),
+    EXPECT_NEAR(bubble(scenario::Schedule::one_f_one_b, c.p, c.m, 1, c.f, c.b),
                 (c.p - 1.0) / (c.m + c.p - 1.0), 1e-12)
         << "p " << c.p << " m " << c.m;
   }
@@ -47,7 +47,7 @@ TEST(Bubble, OneFOneB) {
 TEST(Bubble, Interleaved) {
   for (const int v : {2, 3}) {
     for (const Case c : {Case{4, 8, 1, 2}, Case{2, 4, 1, 1}, Case{4, 4, 1, 2}, Case{4, 12, 1, 2}}) {
-      EXPECT_NEAR(bubble(spec::Schedule::interleaved, c.p, c.m, v, c.f, c.b),
+      EXPECT_NEAR(bubble(scenario::Schedule::interleaved, c.p, c.m, v, c.f, c.b),
                   (c.p - 1.0) / (v * c.m + c.p - 1.0), 1e-12)
           << "p " << c.p << " m " << c.m << " v " << v;
     }
@@ -55,7 +55,7 @@ TEST(Bubble, Interleaved) {
 }
 
 TEST(Bubble, NoPipelineNoBubble) {
-  EXPECT_EQ(bubble(spec::Schedule::one_f_one_b, 1, 4, 1, 1, 2), 0.0);
+  EXPECT_EQ(bubble(scenario::Schedule::one_f_one_b, 1, 4, 1, 1, 2), 0.0);
 }
 
 }  // namespace

@@ -8,9 +8,9 @@
 #include <cmath>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/presets.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/presets.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/compute_model.hpp"
 
 namespace stratagem::sim {
@@ -27,7 +27,7 @@ nlohmann::json gpt(int seq, const char* kernel = nullptr) {
 }
 
 TEST(ComputeModel, GemmOperandsAndOutputsCrossHbm) {
-  const auto s = spec::parse_scenario(gpt(2048), "t");
+  const auto s = scenario::parse_scenario(gpt(2048), "t");
   const auto plan = plan::build_plan(s);
   const plan::Unit& block = plan.layout.units[1];
   // Tokens T = 2 · 2048; bf16 (2 B). QKV T×3h×h, projection T×h×h, MLP-in T×f×h, MLP-out T×h×f.
@@ -39,10 +39,10 @@ TEST(ComputeModel, GemmOperandsAndOutputsCrossHbm) {
 
   // The roofline adds gemm_bytes at the achieved HBM bandwidth (a formula curve only).
   plan::Compute op;
-  op.dtype = spec::DType::bf16;
+  op.dtype = scenario::DType::bf16;
   op.gemm_bytes = 1e9;
   op.kernels = 0;
-  spec::GpuSpec gpu = s.cluster.gpu;
+  scenario::GpuSpec gpu = s.cluster.gpu;
   EXPECT_DOUBLE_EQ(gpu.hbm_efficiency, 0.86);  // A100 80GB stream triad (preset source)
   const RooflineModel roof(gpu, default_host(8));
   EXPECT_NEAR(roof.duration(op), 1e9 / (2039e9 * 0.86), 1e-15);
@@ -51,7 +51,7 @@ TEST(ComputeModel, GemmOperandsAndOutputsCrossHbm) {
 }
 
 TEST(ComputeModel, AttentionKernelEfficiencyBySequenceAndHeadDim) {
-  const spec::GpuSpec a100 = spec::parse_scenario(gpt(2048), "t").cluster.gpu;
+  const scenario::GpuSpec a100 = scenario::parse_scenario(gpt(2048), "t").cluster.gpu;
   // fa2 causal head dim 128 on A100: max 0.620, half_seq 484 (fit to 99…189 TFLOP/s).
   EXPECT_NEAR(*a100.attention_kernel_efficiency("fa2", 128, true, 2048), 0.620 * 2048 / 2532,
               1e-12);
@@ -70,18 +70,18 @@ TEST(ComputeModel, AttentionKernelEfficiencyBySequenceAndHeadDim) {
             *a100.attention_kernel_efficiency("fa2", 128, true, 8192));
 
   // The plan carries the shape; the model times the attention FLOPs at the kernel's rate.
-  const auto s = spec::parse_scenario(gpt(4096, "triton"), "t");
+  const auto s = scenario::parse_scenario(gpt(4096, "triton"), "t");
   const auto plan = plan::build_plan(s);
   const plan::Unit& block = plan.layout.units[1];
   EXPECT_DOUBLE_EQ(block.head_dim, 128);
   EXPECT_DOUBLE_EQ(block.attention_seq, 4096);
   plan::Compute op;
   op.phase = plan::Phase::forward;
-  op.dtype = spec::DType::bf16;
+  op.dtype = scenario::DType::bf16;
   op.attention_flops = 1e12;
   op.attention_seq = 4096;
   op.head_dim = 128;
-  op.attention_kernel = spec::AttentionKernel::triton;
+  op.attention_kernel = scenario::AttentionKernel::triton;
   op.kernels = 0;
   const RooflineModel roof(s.cluster.gpu, default_host(8));
   EXPECT_NEAR(roof.duration(op),
@@ -93,7 +93,7 @@ TEST(ComputeModel, AttentionKernelWithoutFiguresIsRefused) {
   nlohmann::json j = gpt(2048, "triton");
   j["cluster"] = "dgx-b200";
   try {
-    spec::parse_scenario(j, "t");
+    scenario::parse_scenario(j, "t");
     FAIL() << "accepted";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "strategy.attention_kernel") << e.what();
@@ -101,9 +101,9 @@ TEST(ComputeModel, AttentionKernelWithoutFiguresIsRefused) {
   }
   j = gpt(2048, "fa1");
   j["strategy"]["attention"] = "eager";
-  EXPECT_THROW(spec::parse_scenario(j, "t"), SpecError);
+  EXPECT_THROW(scenario::parse_scenario(j, "t"), SpecError);
   j = gpt(2048, "fa3");
-  EXPECT_THROW(spec::parse_scenario(j, "t"), SpecError);
+  EXPECT_THROW(scenario::parse_scenario(j, "t"), SpecError);
 }
 
 }  // namespace

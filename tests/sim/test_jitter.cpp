@@ -4,7 +4,7 @@
 #include <cmath>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/profile.hpp"
+#include "engine/scenario/profile.hpp"
 #include "sim/jitter.hpp"
 #include "sim/simulator.hpp"
 #include "tests/sim/plan_maker.hpp"
@@ -127,15 +127,15 @@ TEST(ComputeJitter, TransfersWaitForTheLaterEndOnly) {
 
 TEST(ComputeJitter, MeasuredSpreadTravelsFromProfileToCostModels) {
   auto s =
-      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-zero3.json");
-  spec::MeasuredUnits m;
-  m.shape = spec::unit_shape_key(s);
+      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-zero3.json");
+  scenario::MeasuredUnits m;
+  m.shape = scenario::unit_shape_key(s);
   m.block_forward = 10e-3;
   m.block_backward = 20e-3;
   m.jitter_cv = 0.15;
   m.rank_cv = 0.05;
-  const auto json = spec::measured_units_json({m});
-  const auto back = spec::parse_measured_units(json, "units");
+  const auto json = scenario::measured_units_json({m});
+  const auto back = scenario::parse_measured_units(json, "units");
   ASSERT_EQ(back.size(), 1u);
   EXPECT_DOUBLE_EQ(back[0].jitter_cv, 0.15);
   EXPECT_DOUBLE_EQ(back[0].rank_cv, 0.05);
@@ -164,7 +164,7 @@ namespace {
 
 TEST(ComputeJitter, FoldedPlansWaitForTheMembersTheyDoNotBuild) {
   auto s =
-      spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-zero3.json");
+      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-zero3.json");
   s.strategy.dp = 8;
   s.cluster.nodes = 1;
   s.cluster.gpus_per_node = 8;
@@ -193,7 +193,7 @@ TEST(ComputeJitter, FoldedPlansWaitForTheMembersTheyDoNotBuild) {
 // ranks' drift since they last waited — once, not again for every collective queued behind it
 // on a stream (which turned 2 % into a 10× longer step of the default scenario).
 TEST(ComputeJitter, RankSpreadCostsTheExpectedMaximumNotACompoundedOne) {
-  const auto s = spec::load_scenario("default");
+  const auto s = scenario::load_scenario("default");
   sim::CostOptions o;
   const double base = sim::Simulator().run(plan::build_plan(s), sim::make_cost_models(s, o))
                           .metrics.step_time_s;
@@ -224,22 +224,22 @@ namespace stratagem::test {
 namespace {
 
 TEST(AverageUnits, RanksAddTheSpreadOfTheirMeansRunsPoolTheirs) {
-  spec::MeasuredUnits a, b;
+  scenario::MeasuredUnits a, b;
   a.shape = b.shape = "s";
   a.block_forward = 0.010, a.block_backward = 0.020, a.jitter_cv = 0.1, a.rank_cv = 0.02;
   b.block_forward = 0.020, b.block_backward = 0.030, b.jitter_cv = 0.0, b.rank_cv = 0.04;
   a.head_forward = 1, b.head_forward = 3;
   // Blocks of 30 and 50 ms: mean 40 ms; per-repetition spread 3 ms and 0 ms.
-  const auto ranks = spec::average_units({a, b}, true);
+  const auto ranks = scenario::average_units({a, b}, true);
   EXPECT_EQ(ranks.shape, "s");
   EXPECT_DOUBLE_EQ(ranks.head_forward, 2);
   EXPECT_DOUBLE_EQ(ranks.block_forward, 0.015);
   EXPECT_NEAR(ranks.jitter_cv, std::sqrt(0.003 * 0.003 / 2) / 0.040, 1e-12);
   EXPECT_NEAR(ranks.rank_cv, 0.010 / 0.040, 1e-12);  // the means' standard deviation, 10 ms
-  const auto runs = spec::average_units({a, b}, false);
+  const auto runs = scenario::average_units({a, b}, false);
   EXPECT_NEAR(runs.jitter_cv, ranks.jitter_cv, 1e-12);
   EXPECT_NEAR(runs.rank_cv, std::sqrt((0.0006 * 0.0006 + 0.002 * 0.002) / 2) / 0.040, 1e-12);
-  EXPECT_EQ(spec::average_units({}, true).block_forward, 0);
+  EXPECT_EQ(scenario::average_units({}, true).block_forward, 0);
 }
 
 }  // namespace

@@ -9,7 +9,7 @@ namespace {
 constexpr double B = 100e9;    // 100 GB/s
 constexpr double A = 2e-6;     // 2 µs
 constexpr double S = 1 << 30;  // 1 GiB
-const spec::LinkSpec kLink{B, A};
+const scenario::LinkSpec kLink{B, A};
 constexpr auto kIntra = LinkKind::intra_node;
 
 TEST(NetworkModel, RingAllReduce) {
@@ -53,7 +53,7 @@ TEST(NetworkModel, FlatGroupUsesOnePhase) {
 }
 
 TEST(NetworkModel, HierarchicalAllReduceAcrossNodes) {
-  const spec::LinkSpec inter{25e9, 5e-6};
+  const scenario::LinkSpec inter{25e9, 5e-6};
   AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
   // 32 ranks on 4 nodes, 8 per node.
   const CommPhases p = net.collective(plan::CollectiveKind::all_reduce, {32, 4, 8}, S);
@@ -75,7 +75,7 @@ TEST(NetworkModel, HierarchicalAllReduceAcrossNodes) {
 }
 
 TEST(NetworkModel, HierarchicalReduceScatterAndAllGather) {
-  const spec::LinkSpec inter{25e9, 5e-6};
+  const scenario::LinkSpec inter{25e9, 5e-6};
   AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
   const CommPhases rs = net.collective(plan::CollectiveKind::reduce_scatter, {16, 2, 8}, S);
   ASSERT_EQ(rs.count, 2);
@@ -93,7 +93,7 @@ TEST(NetworkModel, HierarchicalReduceScatterAndAllGather) {
 TEST(NetworkModel, TreeAllReduceAcrossNodesCrossesOneNodesNvlinkOnly) {
   // NCCL's tree: k − 1 hops up and down inside a node, 2⌈log2 nodes⌉ between nodes; the ring
   // would cross every node's NVLink, so at many nodes and a small message the tree wins.
-  const spec::LinkSpec inter{25e9, 5e-6};
+  const scenario::LinkSpec inter{25e9, 5e-6};
   AlphaBetaNetwork tree(kLink, inter, Algorithm::tree);
   const CommPhases t = tree.collective(plan::CollectiveKind::all_reduce, {512, 64, 8}, 8);
   ASSERT_EQ(t.count, 3);
@@ -121,7 +121,7 @@ TEST(NetworkModel, FastestPicksTreeForSmallMessagesRingForLarge) {
 
 // β terms run at bandwidth · efficiency (NCCL's bus bandwidth); latencies are unchanged.
 TEST(NetworkModel, LinkEfficiencyScalesTransfersNotLatency) {
-  spec::LinkSpec slow = kLink;
+  scenario::LinkSpec slow = kLink;
   slow.efficiency = 0.8;
   for (int n : {2, 8}) {
     const CommPhase full = ring_all_reduce(n, S, kLink, kIntra);
@@ -134,7 +134,7 @@ TEST(NetworkModel, LinkEfficiencyScalesTransfersNotLatency) {
 }
 
 TEST(NetworkModel, PointToPoint) {
-  const spec::LinkSpec inter{25e9, 5e-6};
+  const scenario::LinkSpec inter{25e9, 5e-6};
   AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
   EXPECT_DOUBLE_EQ(net.p2p(true, S).total_s(), S / B + A);
   EXPECT_DOUBLE_EQ(net.p2p(false, S).total_s(), S / inter.bandwidth + inter.latency);

@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "sim/simulator.hpp"
 
 namespace stratagem {
 namespace {
 
-spec::Scenario rack(int domain_gpus) {
+scenario::Scenario rack(int domain_gpus) {
   nlohmann::json j = {
       {"model", "llama2-7b"},
       {"cluster", {{"preset", "gb200-nvl72"}, {"nvlink_domain_gpus", domain_gpus}}},
@@ -18,7 +18,7 @@ spec::Scenario rack(int domain_gpus) {
        {{"dp", 72}, {"micro_batch_size", 1}, {"grad_accum", 1}, {"sharding", "FULL_SHARD"},
         {"mixed_precision", "bf16"}}},
       {"training", {{"seq_len", 4096}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
 TEST(NvlinkDomain, GroupsInsideTheDomainStayOnNvlink) {
@@ -34,7 +34,7 @@ TEST(NvlinkDomain, GroupsInsideTheDomainStayOnNvlink) {
     }
     EXPECT_TRUE(found);
   }
-  const auto run = [](const spec::Scenario& s) {
+  const auto run = [](const scenario::Scenario& s) {
     return sim::Simulator().run(plan::build_plan(s), sim::make_cost_models(s)).metrics;
   };
   const auto in_domain = run(rack(72)), across = run(rack(4));

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "sim/plan_index.hpp"
 #include "sim/simulator.hpp"
 #include "tests/sim/plan_maker.hpp"

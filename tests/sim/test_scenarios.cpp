@@ -5,7 +5,7 @@
 
 #include "engine/plan/builder.hpp"
 #include "engine/result/result.hpp"
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/presets.hpp"
 #include "sim/simulator.hpp"
 #include "tune/search.hpp"
 #include "tune/strategy_variants.hpp"
@@ -14,7 +14,7 @@ namespace stratagem::test {
 namespace {
 
 // A 24-layer GPT (h 1024) on `nodes` DGX A100 nodes with the given strategy.
-spec::Scenario gpt_scenario(const nlohmann::json& strategy, int nodes = 1) {
+scenario::Scenario gpt_scenario(const nlohmann::json& strategy, int nodes = 1) {
   nlohmann::json j = {{"name", "test"},
                       {"model",
                        {{"layers", 24},
@@ -25,10 +25,10 @@ spec::Scenario gpt_scenario(const nlohmann::json& strategy, int nodes = 1) {
                       {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", nodes}}},
                       {"strategy", strategy},
                       {"training", {{"seq_len", 1024}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
-void expect_fold_exact(const spec::Scenario& s) {
+void expect_fold_exact(const scenario::Scenario& s) {
   const auto models = sim::make_cost_models(s);
   const auto folded = plan::build_plan(s, {.fold = true});
   const auto full = plan::build_plan(s, {.fold = false});
@@ -47,7 +47,7 @@ TEST(SimScenarios, FoldingIsExactForDdpPipeline) {
   expect_fold_exact(gpt_scenario({{"dp", 4}, {"pp", 2}, {"grad_accum", 4}}));
 }
 TEST(SimScenarios, FoldingIsExactForZero2) {
-  expect_fold_exact(spec::load_scenario("default"));
+  expect_fold_exact(scenario::load_scenario("default"));
 }
 TEST(SimScenarios, FoldingIsExactForInterleavedFp16) {
   expect_fold_exact(gpt_scenario({{"dp", 2},
@@ -87,9 +87,9 @@ TEST(SimScenarios, FoldingIsExactForOptimizerOffload) {
 
 // Every allocation of a shipped scenario's plan is freed within the step, never below zero.
 TEST(SimScenarios, MemoryOfShippedScenariosBalances) {
-  for (const auto& name : spec::shipped_scenario_names()) {
+  for (const auto& name : scenario::shipped_scenario_names()) {
     SCOPED_TRACE(name);
-    const auto s = spec::load_scenario(name);
+    const auto s = scenario::load_scenario(name);
     const auto r = sim::Simulator().run(plan::build_plan(s), sim::make_cost_models(s));
     for (const auto& rank : r.ranks) {
       if (rank.same_as >= 0) continue;
@@ -114,18 +114,18 @@ namespace stratagem {
 namespace {
 
 // GPT-3 1.3B on one DGX A100 with a small enumeration: fast to search, and it prunes.
-spec::Scenario small_search_base() {
+scenario::Scenario small_search_base() {
   nlohmann::json j = {{"model", "gpt3-1.3b"},
                       {"cluster", "dgx-a100-80gb"},
                       {"strategy", {{"dp", 8}}},
                       {"training", {{"seq_len", 2048}, {"global_batch", 32}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
 tune::SearchOptions small_search_options() {
   tune::SearchOptions options;
-  options.precisions = {spec::Precision::bf16};
-  options.recomputes = {spec::Recompute::none, spec::Recompute::selective};
+  options.precisions = {scenario::Precision::bf16};
+  options.recomputes = {scenario::Recompute::none, scenario::Recompute::selective};
   options.max_micro_batch_size = 4;
   options.keep_top = 3;
   return options;
@@ -156,7 +156,7 @@ TEST(Search, PruningKeepsTheBestAndTheParetoFrontOfTheExhaustiveSearch) {
   for (const auto& c : all.ranked) {
     if (c.scenario.strategy.dp != 1) continue;
     single_replica = true;
-    EXPECT_EQ(c.scenario.strategy.sharding, spec::Sharding::none) << c.label;
+    EXPECT_EQ(c.scenario.strategy.sharding, scenario::Sharding::none) << c.label;
   }
   EXPECT_TRUE(single_replica);
 }
@@ -195,8 +195,8 @@ namespace {
 // The bound the search prunes with never exceeds the simulated step time.
 TEST(Search, TheStepTimeLowerBoundHoldsForEveryShippedScenarioAndVariant) {
   int bounded = 0;
-  for (const auto& name : spec::shipped_scenario_names()) {
-    const auto base = spec::load_scenario(name);
+  for (const auto& name : scenario::shipped_scenario_names()) {
+    const auto base = scenario::load_scenario(name);
     for (const auto& v : tune::make_variants(base, tune::variant_names())) {
       if (!v.scenario) continue;
       SCOPED_TRACE(name + " " + v.name);

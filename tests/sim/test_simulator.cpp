@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "engine/result/result.hpp"
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "sim/simulator.hpp"
 #include "tests/sim/plan_maker.hpp"
 

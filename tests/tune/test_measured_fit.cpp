@@ -1,4 +1,4 @@
-// calibrate --measured (sim/measured_fit.hpp, engine/spec/fitted_profile.hpp): the fit recovers
+// calibrate --measured (sim/measured_fit.hpp, engine/scenario/fitted_profile.hpp): the fit recovers
 // known multipliers from runs simulated with them, leaves what no run depends on undetermined,
 // and its profile round-trips, applies to the matching GPU only and rejects bad files by path.
 #include <gtest/gtest.h>
@@ -7,23 +7,23 @@
 #include <fstream>
 
 #include "engine/plan/builder.hpp"
-#include "engine/spec/error.hpp"
-#include "engine/spec/fitted_profile.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/fitted_profile.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "tune/measured_fit.hpp"
 
 namespace stratagem::tune {
 namespace {
 
-using spec::FitParam;
+using scenario::FitParam;
 
-double& at(spec::FitValues& v, FitParam p) {
+double& at(scenario::FitValues& v, FitParam p) {
   return v[static_cast<int>(p)];
 }
 
 // Shipped one-node A100 scenarios with different mixes of GEMM, attention, memory-bound work
 // and communication; "measured" = simulated with `truth` applied.
-std::vector<MeasuredRun> synthetic_runs(const spec::FitValues& truth) {
+std::vector<MeasuredRun> synthetic_runs(const scenario::FitValues& truth) {
   const char* names[] = {"fsdp-full-shard-llama2-7b-8xa100",
                          "ddp-gpt2-xl-8xa100",
                          "zero1-gpt2-xl-8xa100",
@@ -36,10 +36,10 @@ std::vector<MeasuredRun> synthetic_runs(const spec::FitValues& truth) {
   for (const char* n : names) {
     MeasuredRun r;
     r.id = n;
-    r.scenario = spec::load_scenario(n);
+    r.scenario = scenario::load_scenario(n);
     r.tokens_per_s_per_gpu = 1;  // given as a throughput (predicted then is one too)
-    spec::Scenario truth_scenario = r.scenario;
-    spec::apply_fit_values(truth_scenario, truth);
+    scenario::Scenario truth_scenario = r.scenario;
+    scenario::apply_fit_values(truth_scenario, truth);
     const auto c = predict_measured(r, truth_scenario, plan::build_plan(r.scenario));
     r.tokens_per_s_per_gpu = c.predicted;
     runs.push_back(std::move(r));
@@ -48,17 +48,17 @@ std::vector<MeasuredRun> synthetic_runs(const spec::FitValues& truth) {
 }
 
 TEST(MeasuredFit, RecoversKnownMultipliers) {
-  spec::FitValues truth = spec::neutral_values();
+  scenario::FitValues truth = scenario::neutral_values();
   at(truth, FitParam::gemm) = 0.8;
   at(truth, FitParam::attention) = 0.6;
   at(truth, FitParam::hbm) = 0.7;
   const auto runs = synthetic_runs(truth);
-  for (const auto& r : runs) EXPECT_GT(std::abs(log_residual(r, spec::neutral_values())), 0.01);
+  for (const auto& r : runs) EXPECT_GT(std::abs(log_residual(r, scenario::neutral_values())), 0.01);
   MeasuredFitOptions o;
   o.threads = 2;
-  const spec::FittedProfile p = fit_measured_runs(runs, o);
+  const scenario::FittedProfile p = fit_measured_runs(runs, o);
   ASSERT_EQ(p.gpus.size(), 1u);
-  const spec::GpuFit& g = p.gpus.front();
+  const scenario::GpuFit& g = p.gpus.front();
   EXPECT_EQ(g.gpu, "a100-80gb");
   EXPECT_EQ(g.runs, 8);
   const auto& v = g.parameters;
@@ -76,10 +76,10 @@ TEST(MeasuredFit, RecoversKnownMultipliers) {
 }
 
 TEST(MeasuredFit, ProfileRoundTripsAndAppliesToItsGpuOnly) {
-  spec::FittedProfile p;
+  scenario::FittedProfile p;
   p.name = "team";
   p.measured = "runs.jsonl";
-  spec::GpuFit g;
+  scenario::GpuFit g;
   g.gpu = "a100-80gb";
   g.runs = 3;
   for (auto& v : g.parameters) v = {1.0, 0.0, true};
@@ -88,28 +88,28 @@ TEST(MeasuredFit, ProfileRoundTripsAndAppliesToItsGpuOnly) {
   g.parameters[static_cast<int>(FitParam::inter_link)] = {1.0, 0.0, false};
   p.gpus.push_back(g);
   const std::string file = testing::TempDir() + "/measured_fit_profile.json";
-  spec::save_fitted_profile(p, file);
+  scenario::save_fitted_profile(p, file);
 
-  spec::Scenario s = spec::load_scenario("ddp-gpt2-xl-8xa100");
+  scenario::Scenario s = scenario::load_scenario("ddp-gpt2-xl-8xa100");
   const double hbm = s.cluster.gpu.hbm_bandwidth;
-  spec::apply_profile_file(s, file);
+  scenario::apply_profile_file(s, file);
   EXPECT_DOUBLE_EQ(s.cluster.gpu.gemm_scale, 0.5);
   EXPECT_DOUBLE_EQ(s.cluster.gpu.hbm_bandwidth, hbm);
   ASSERT_TRUE(s.cluster.gpu.comm_compute_slowdown);
   EXPECT_DOUBLE_EQ(*s.cluster.gpu.comm_compute_slowdown, 0.2);
   // The scaled GPU survives a scenario's JSON round trip (workers, exported scenarios).
-  const auto back = spec::parse_cluster(spec::to_json(s.cluster), "cluster");
+  const auto back = scenario::parse_cluster(scenario::to_json(s.cluster), "cluster");
   EXPECT_DOUBLE_EQ(back.gpu.gemm_scale, 0.5);
   EXPECT_DOUBLE_EQ(*back.gpu.comm_compute_slowdown, 0.2);
   // Half the GEMM efficiency: a GEMM-bound step gets slower.
-  const auto plain = spec::load_scenario("ddp-gpt2-xl-8xa100");
+  const auto plain = scenario::load_scenario("ddp-gpt2-xl-8xa100");
   MeasuredRun run{"x", plain, 1.0, 0, {}};
   EXPECT_LT(predict_measured(run, s, plan::build_plan(plain)).predicted,
             predict_measured(run, plain, plan::build_plan(plain)).predicted);
 
-  spec::Scenario h100 = spec::load_scenario("fsdp-full-shard-llama3-8b-8xh100");
+  scenario::Scenario h100 = scenario::load_scenario("fsdp-full-shard-llama3-8b-8xh100");
   try {
-    spec::apply_profile_file(h100, file);
+    scenario::apply_profile_file(h100, file);
     FAIL() << "applied to another GPU";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "--profile");
@@ -122,9 +122,9 @@ TEST(MeasuredFit, BadProfilesNameTheirPath) {
   auto expect_error = [](const std::string& text, const std::string& path_part) {
     const std::string file = testing::TempDir() + "/bad_fitted.json";
     std::ofstream(file) << text;
-    spec::Scenario s = spec::load_scenario("ddp-gpt2-xl-8xa100");
+    scenario::Scenario s = scenario::load_scenario("ddp-gpt2-xl-8xa100");
     try {
-      spec::apply_profile_file(s, file);
+      scenario::apply_profile_file(s, file);
       ADD_FAILURE() << "accepted " << text;
     } catch (const SpecError& e) {
       EXPECT_NE(std::string(e.what()).find(path_part), std::string::npos) << e.what();

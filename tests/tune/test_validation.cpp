@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tune/validation.hpp"
 
 namespace stratagem::tune {

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/spec/units.hpp"
+#include "engine/scenario/units.hpp"
 #include "viz/model/colors.hpp"
 #include "viz/model/compare.hpp"
 

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "viz/model/input_script.hpp"
 
 namespace stratagem::viz {

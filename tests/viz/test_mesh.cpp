@@ -46,10 +46,10 @@ TEST(Mesh, CoordinatesFollowMegatronsRankOrder) {
 // With context parallelism the result records each rank's tp and cp index (the mesh's
 // dp × tp × pp is not the rank count, so they cannot come from a dp × tp × pp order).
 TEST(Mesh, ContextParallelResultsShowEachRanksTensorParallelIndex) {
-  nlohmann::json j = spec::to_json(test::tp_scenario(2, 2, 1));
+  nlohmann::json j = scenario::to_json(test::tp_scenario(2, 2, 1));
   j["strategy"]["cp"] = 2;
   j["cluster"]["gpus_per_node"] = 8;
-  const spec::Scenario s = spec::parse_scenario(j);
+  const scenario::Scenario s = scenario::parse_scenario(j);
   const Document doc(test::simulate_unfolded(s), "tp2 cp2");
   const Mesh& m = doc.mesh();
   EXPECT_EQ(m.tp, 2);

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "engine/spec/units.hpp"
+#include "engine/scenario/units.hpp"
 #include "tests/viz/viz_test_util.hpp"
 #include "viz/model/colors.hpp"
 #include "viz/model/sim_worker.hpp"
@@ -150,8 +150,8 @@ TEST(Screenshot, AllPanelsWithAScenarioAndItsStrategies) {
   if (!test::have_xvfb()) GTEST_SKIP() << "xvfb-run is not installed";
   const std::string dir = test::fresh_dir("all");
   const std::string scenario = dir + "/gpipe4.json";
-  spec::Scenario s = test::gpipe4_scenario();
-  std::ofstream(scenario) << spec::to_json(s).dump();
+  scenario::Scenario s = test::gpipe4_scenario();
+  std::ofstream(scenario) << scenario::to_json(s).dump();
   const Image img = read_png(screenshot(
       dir, "--scenario " + scenario + " --strategies gpipe,1f1b --pair --size 1400x800", "all"));
   // Forward and backward blocks of both timelines are on screen.

@@ -13,7 +13,7 @@ TEST(ViewState, WhatIfEditsResimulateAndInvalidOnesSayWhy) {
   st.what_if->worker->wait_idle();
   ASSERT_TRUE(st.poll_what_if());
   ASSERT_EQ(st.what_if->doc, 0);
-  EXPECT_EQ(st.docs[0]->result().scenario.strategy.schedule, spec::Schedule::gpipe);
+  EXPECT_EQ(st.docs[0]->result().scenario.strategy.schedule, scenario::Schedule::gpipe);
 
   // Invalid: the reason is kept, nothing is simulated, the last picture stays loaded.
   st.what_if->knobs.pp = 3;
@@ -24,13 +24,13 @@ TEST(ViewState, WhatIfEditsResimulateAndInvalidOnesSayWhy) {
 
   // Valid again: re-simulated off the calling thread, the document replaced in place.
   st.what_if->knobs.pp = 4;
-  st.what_if->knobs.schedule = spec::Schedule::one_f_one_b;
+  st.what_if->knobs.schedule = scenario::Schedule::one_f_one_b;
   st.submit_what_if();
   EXPECT_TRUE(st.what_if->error.empty());
   st.what_if->worker->wait_idle();
   ASSERT_TRUE(st.poll_what_if());
   EXPECT_EQ(st.docs.size(), 1u);
-  EXPECT_EQ(st.docs[0]->result().scenario.strategy.schedule, spec::Schedule::one_f_one_b);
+  EXPECT_EQ(st.docs[0]->result().scenario.strategy.schedule, scenario::Schedule::one_f_one_b);
   // Unchanged knobs submit nothing.
   st.submit_what_if();
   EXPECT_FALSE(st.what_if->worker->busy());

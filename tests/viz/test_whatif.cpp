@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "tests/viz/viz_test_util.hpp"
 #include "viz/model/sim_worker.hpp"
 #include "viz/model/whatif.hpp"
@@ -13,7 +13,7 @@ TEST(WhatIf, KnobsRoundTripTheScenario) {
   const WhatIf k = what_if_of(base);
   EXPECT_EQ(k.dp, 1);
   EXPECT_EQ(k.pp, 4);
-  EXPECT_EQ(k.schedule, spec::Schedule::gpipe);
+  EXPECT_EQ(k.schedule, scenario::Schedule::gpipe);
   EXPECT_EQ(k.micro_batches, 8);
   const auto same = apply_what_if(base, k);
   EXPECT_EQ(same.strategy.pp, 4);
@@ -26,11 +26,11 @@ TEST(WhatIf, ChangesFollowTheScenarioRules) {
   WhatIf k = what_if_of(base);
   set_knobs(k, "schedule=1f1b,micro_batches=16,precision=fp16,recompute=selective");
   auto s = apply_what_if(base, k);
-  EXPECT_EQ(s.strategy.schedule, spec::Schedule::one_f_one_b);
+  EXPECT_EQ(s.strategy.schedule, scenario::Schedule::one_f_one_b);
   EXPECT_EQ(s.strategy.grad_accum, 16);
   EXPECT_EQ(s.training.global_batch, 2 * 16 * 1);  // micro-batch size × micro-batches × dp
-  EXPECT_EQ(s.strategy.precision, spec::Precision::fp16);
-  EXPECT_EQ(s.strategy.recompute, spec::Recompute::selective);
+  EXPECT_EQ(s.strategy.precision, scenario::Precision::fp16);
+  EXPECT_EQ(s.strategy.recompute, scenario::Recompute::selective);
   // dp 2 × pp 4 = 8 GPUs: two of the base's 4-GPU nodes.
   set_knob(k, "dp", "2");
   s = apply_what_if(base, k);
@@ -41,7 +41,7 @@ TEST(WhatIf, ChangesFollowTheScenarioRules) {
 TEST(WhatIf, InvalidCombinationsSayWhy) {
   const auto base = test::gpipe4_scenario();
   WhatIf k = what_if_of(base);
-  k.sharding = spec::Sharding::zero2;  // shards gradients: no pipeline
+  k.sharding = scenario::Sharding::zero2;  // shards gradients: no pipeline
   try {
     apply_what_if(base, k);
     FAIL() << "zero2 with pp 4 was accepted";
@@ -59,7 +59,7 @@ TEST(WhatIf, InvalidCombinationsSayWhy) {
 }
 
 TEST(WhatIf, TensorParallelKnobsAndTheWorldDpTimesTpTimesPp) {
-  const auto base = spec::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+  const auto base = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
                                         "/scenarios/3d-tp8-pp4-llama3-70b-8xh100.json");
   WhatIf k = what_if_of(base);
   EXPECT_EQ(k.dp, 2);
@@ -120,7 +120,7 @@ TEST(SimWorker, SimulatesOffTheCallingThreadAndKeepsTheNewest) {
   SimWorker worker;
   const auto base = test::gpipe4_scenario();
   WhatIf k = what_if_of(base);
-  k.schedule = spec::Schedule::one_f_one_b;
+  k.schedule = scenario::Schedule::one_f_one_b;
   worker.submit(base, "first");
   const auto second = worker.submit(apply_what_if(base, k), "second");
   worker.wait_idle();
@@ -130,7 +130,7 @@ TEST(SimWorker, SimulatesOffTheCallingThreadAndKeepsTheNewest) {
   EXPECT_EQ(out->request, second);
   ASSERT_TRUE(out->doc) << out->error;
   EXPECT_EQ(out->doc->label(), "second");
-  EXPECT_EQ(out->doc->result().scenario.strategy.schedule, spec::Schedule::one_f_one_b);
+  EXPECT_EQ(out->doc->result().scenario.strategy.schedule, scenario::Schedule::one_f_one_b);
   EXPECT_FALSE(worker.poll());  // each outcome is handed out once
 }
 
@@ -139,24 +139,24 @@ TEST(Variants, SimulatesTheStrategiesOfOneScenario) {
   const auto docs = simulate_variants(test::gpipe4_scenario(), {"gpipe", "1f1b", "zero3"}, skipped);
   ASSERT_EQ(docs.size(), 3u);
   EXPECT_EQ(docs[0]->label(), "gpipe");
-  EXPECT_EQ(docs[2]->result().scenario.strategy.sharding, spec::Sharding::zero3);
+  EXPECT_EQ(docs[2]->result().scenario.strategy.sharding, scenario::Sharding::zero3);
   EXPECT_TRUE(skipped.empty());
 }
 
 // Context parallelism, the attention kernel and fp8 (#14): the world counts cp, fp8 needs a
 // GPU that has it, eager attention cannot ring, fp8_all_gather goes when fp8 does.
 TEST(WhatIf, ContextParallelAttentionAndFp8Knobs) {
-  const auto base = spec::load_scenario("fsdp-cp2-llama3.1-8b-64k-8xh100");
+  const auto base = scenario::load_scenario("fsdp-cp2-llama3.1-8b-64k-8xh100");
   WhatIf k = what_if_of(base);
   EXPECT_EQ(k.cp, 2);
-  EXPECT_EQ(k.attention, spec::Attention::flash);
+  EXPECT_EQ(k.attention, scenario::Attention::flash);
   EXPECT_EQ(world_of(k), 8);
   set_knobs(k, "cp=4,dp=2,micro_batches=8,precision=fp8");
   auto s = apply_what_if(base, k);
   EXPECT_EQ(s.strategy.cp, 4);
   EXPECT_EQ(s.world_size(), 8);
   EXPECT_EQ(s.training.global_batch, 1 * 8 * 2);  // cp ranks share their sequences
-  EXPECT_EQ(s.strategy.precision, spec::Precision::fp8);
+  EXPECT_EQ(s.strategy.precision, scenario::Precision::fp8);
   set_knob(k, "attention", "eager");
   try {
     apply_what_if(base, k);

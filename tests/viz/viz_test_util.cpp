@@ -23,7 +23,7 @@ result::Span make_span(result::SpanKind kind, plan::Stream stream, double start_
   return s;
 }
 
-spec::Scenario gpipe4_scenario(double memory_gib) {
+scenario::Scenario gpipe4_scenario(double memory_gib) {
   nlohmann::json gpu = "a100-80gb";
   if (memory_gib > 0) gpu = {{"preset", "a100-80gb"}, {"memory_GiB", memory_gib}};
   const nlohmann::json j = {
@@ -39,10 +39,10 @@ spec::Scenario gpipe4_scenario(double memory_gib) {
         {"sharding", "none"},
         {"mixed_precision", "bf16"}}},
       {"training", {{"seq_len", 1024}, {"global_batch", 16}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
-spec::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel) {
+scenario::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel) {
   nlohmann::json strategy = {{"dp", dp},
                              {"tp", tp},
                              {"pp", pp},
@@ -69,10 +69,10 @@ spec::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel) {
                               {"gpu", "a100-80gb"}}},
                             {"strategy", strategy},
                             {"training", {{"seq_len", 1024}, {"global_batch", 4 * dp}}}};
-  return spec::parse_scenario(j);
+  return scenario::parse_scenario(j);
 }
 
-result::RunResult simulate_unfolded(const spec::Scenario& s) {
+result::RunResult simulate_unfolded(const scenario::Scenario& s) {
   return sim::simulate(s, {.build = {.fold = false}, .cost = {}});
 }
 

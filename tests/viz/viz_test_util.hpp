@@ -3,7 +3,7 @@
 #include <string>
 
 #include "engine/result/result.hpp"
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::test {
 
@@ -12,13 +12,13 @@ result::Span make_span(result::SpanKind kind, plan::Stream stream, double start_
 
 /// gpt2-xl on one 4-GPU node, pp = 4, GPipe, 8 micro-batches of 2; `memory_gib` > 0
 /// replaces the GPU's memory.
-spec::Scenario gpipe4_scenario(double memory_gib = 0);
+scenario::Scenario gpipe4_scenario(double memory_gib = 0);
 
 /// A 4-layer GPT (h 2048, 16 heads) on one A100 node of dp × tp × pp GPUs, 1F1B with
 /// 4 micro-batches of 1 sequence of 1024, bf16; sequence parallelism when asked (tp > 1).
-spec::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel = false);
+scenario::Scenario tp_scenario(int dp, int tp, int pp, bool sequence_parallel = false);
 /// Simulates `s` with every rank built (no folding).
-result::RunResult simulate_unfolded(const spec::Scenario& s);
+result::RunResult simulate_unfolded(const scenario::Scenario& s);
 
 struct Command {
   int exit_code = -1;

@@ -63,7 +63,7 @@ std::string format_metric(CompareMetric m, double value) {
   return "?";
 }
 
-std::string strategy_summary(const spec::Scenario& s) {
+std::string strategy_summary(const scenario::Scenario& s) {
   const auto& st = s.strategy;
   std::string out = "dp " + std::to_string(st.dp);
   if (st.tp > 1) {
@@ -71,17 +71,17 @@ std::string strategy_summary(const spec::Scenario& s) {
   }
   out += " · pp " + std::to_string(st.pp);
   if (st.pp > 1) {
-    out += std::string(" · ") + spec::to_string(st.schedule);
-    if (st.schedule == spec::Schedule::interleaved) out += " ×" + std::to_string(st.chunks);
+    out += std::string(" · ") + scenario::to_string(st.schedule);
+    if (st.schedule == scenario::Schedule::interleaved) out += " ×" + std::to_string(st.chunks);
   }
   out += " · m " + std::to_string(st.grad_accum) + " · mbs " + std::to_string(st.micro_batch_size);
-  out += std::string(" · ") + spec::to_string(st.sharding);
+  out += std::string(" · ") + scenario::to_string(st.sharding);
   out += std::string(" · ") +
-         (st.precision == spec::Precision::no ? "fp32" : spec::to_string(st.precision));
-  if (st.recompute != spec::Recompute::none) {
-    out += std::string(" · recompute ") + spec::to_string(st.recompute);
+         (st.precision == scenario::Precision::no ? "fp32" : scenario::to_string(st.precision));
+  if (st.recompute != scenario::Recompute::none) {
+    out += std::string(" · recompute ") + scenario::to_string(st.recompute);
   }
-  if (st.offload_optimizer == spec::Offload::cpu) out += " · offload";
+  if (st.offload_optimizer == scenario::Offload::cpu) out += " · offload";
   return out;
 }
 

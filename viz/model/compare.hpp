@@ -37,7 +37,7 @@ struct CompareBar {
 
 /// "dp 8 · pp 1 · 1f1b · m 8 · zero2 · bf16": the strategy in one line ("dp 2 · tp 8 sp ·
 /// pp 4 · ..." under tensor parallelism, "sp" with sequence parallelism).
-std::string strategy_summary(const spec::Scenario& s);
+std::string strategy_summary(const scenario::Scenario& s);
 
 /// One bar per document for metric `m`.
 std::vector<CompareBar> compare_bars(const std::vector<std::shared_ptr<Document>>& docs,

@@ -19,7 +19,7 @@ Mesh mesh_of(const result::RunResult& r) {
   const bool recorded = std::any_of(r.ranks.begin(), r.ranks.end(),
                                     [](const auto& rr) { return rr.tp > 0 || rr.cp > 0; });
   const bool from_order = known && !recorded && (m.tp > 1 || m.cp > 1);
-  const spec::MeshShape shape{m.dp, m.pp, m.tp, m.cp};
+  const scenario::MeshShape shape{m.dp, m.pp, m.tp, m.cp};
   m.coords.resize(n);
   for (int i = 0; i < n; ++i) {
     const auto& rr = r.ranks[i];
@@ -27,7 +27,7 @@ Mesh mesh_of(const result::RunResult& r) {
     c.stage = rr.stage;
     c.dp = rr.dp;
     c.node = rr.node;
-    const spec::MeshCoord ordered = from_order ? shape.coord_of(rr.rank) : spec::MeshCoord{};
+    const scenario::MeshCoord ordered = from_order ? shape.coord_of(rr.rank) : scenario::MeshCoord{};
     c.tp = !known ? 0 : from_order ? ordered.tp : rr.tp;
     c.cp = !known ? 0 : from_order ? ordered.cp : rr.cp;
     if (!known) {

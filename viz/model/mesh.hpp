@@ -1,7 +1,7 @@
 #pragma once
 // The device mesh of a result, as the timeline names it: each rank's coordinate (pipeline
 // stage, data-, context- and tensor-parallel index, node) as the result records it, and the
-// tensor-parallel group it belongs to. Ranks follow the one mesh order (spec::MeshShape,
+// tensor-parallel group it belongs to. Ranks follow the one mesh order (scenario::MeshShape,
 // tensor-parallel fastest, so a tensor-parallel group is contiguous). Tensor-parallel
 // collectives are those on the `tp` stream or of purpose tensor_parallel (the SP
 // norm-gradient all-reduce is the former).
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "engine/result/result.hpp"
-#include "engine/spec/parallel_dims.hpp"
+#include "engine/scenario/parallel_dims.hpp"
 
 namespace stratagem::viz {
 
@@ -27,7 +27,7 @@ struct Mesh {
 
   bool tensor_parallel() const { return tp > 1; }
   int rank_of(int stage, int dp_index, int tp_index = 0, int cp_index = 0) const {
-    return spec::MeshShape{dp, pp, tp, cp}.rank_of(stage, dp_index, tp_index, cp_index);
+    return scenario::MeshShape{dp, pp, tp, cp}.rank_of(stage, dp_index, tp_index, cp_index);
   }
 };
 

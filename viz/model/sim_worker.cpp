@@ -2,20 +2,20 @@
 
 #include <chrono>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "sim/simulate.hpp"
 #include "tune/strategy_variants.hpp"
 
 namespace stratagem::viz {
 
-std::shared_ptr<Document> simulate(const spec::Scenario& scenario, const std::string& label) {
+std::shared_ptr<Document> simulate(const scenario::Scenario& scenario, const std::string& label) {
   sim::Simulation simulation = sim::simulate_scenario(scenario);
   auto doc = std::make_shared<Document>(std::move(simulation.result), label);
   doc->set_plan(std::make_shared<const plan::StepPlan>(std::move(simulation.plan)));
   return doc;
 }
 
-std::vector<std::shared_ptr<Document>> simulate_variants(const spec::Scenario& base,
+std::vector<std::shared_ptr<Document>> simulate_variants(const scenario::Scenario& base,
                                                          const std::vector<std::string>& names,
                                                          std::vector<std::string>& skipped) {
   std::vector<std::shared_ptr<Document>> docs;
@@ -44,7 +44,7 @@ SimWorker::~SimWorker() {
   thread_.join();
 }
 
-std::uint64_t SimWorker::submit(spec::Scenario scenario, std::string label) {
+std::uint64_t SimWorker::submit(scenario::Scenario scenario, std::string label) {
   std::uint64_t id;
   {
     std::lock_guard lock(mutex_);

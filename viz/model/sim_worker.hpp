@@ -13,18 +13,18 @@
 #include <thread>
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "viz/model/document.hpp"
 
 namespace stratagem::viz {
 
 /// Builds the plan, simulates it with the scenario's cost models. Throws SpecError for a
 /// scenario the builders cannot express, RuntimeError when the simulation fails.
-std::shared_ptr<Document> simulate(const spec::Scenario& scenario, const std::string& label);
+std::shared_ptr<Document> simulate(const scenario::Scenario& scenario, const std::string& label);
 
 /// Simulates the named variants (sim/strategy_variants.hpp) of `base`. Variants invalid for
 /// it are skipped and described in `skipped` ("zero3: <reason>").
-std::vector<std::shared_ptr<Document>> simulate_variants(const spec::Scenario& base,
+std::vector<std::shared_ptr<Document>> simulate_variants(const scenario::Scenario& base,
                                                          const std::vector<std::string>& names,
                                                          std::vector<std::string>& skipped);
 
@@ -43,7 +43,7 @@ class SimWorker {
   SimWorker& operator=(const SimWorker&) = delete;
 
   /// Queues a simulation; returns its request number.
-  std::uint64_t submit(spec::Scenario scenario, std::string label);
+  std::uint64_t submit(scenario::Scenario scenario, std::string label);
   /// The newest finished outcome not returned before, if any.
   std::optional<SimOutcome> poll();
   /// True while a request is queued or running.
@@ -57,7 +57,7 @@ class SimWorker {
   mutable std::mutex mutex_;
   std::condition_variable wake_;
   std::condition_variable idle_;
-  std::optional<std::pair<spec::Scenario, std::string>> pending_;
+  std::optional<std::pair<scenario::Scenario, std::string>> pending_;
   std::uint64_t next_request_ = 0;
   std::uint64_t pending_request_ = 0;
   bool running_ = false;

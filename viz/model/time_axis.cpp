@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "engine/spec/error.hpp"
-#include "engine/spec/units.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/units.hpp"
 
 namespace stratagem::viz {
 

@@ -1,12 +1,12 @@
 #include "viz/model/whatif.hpp"
 
-#include "engine/spec/error.hpp"
-#include "engine/spec/presets.hpp"
-#include "engine/spec/strategy_rewrite.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/presets.hpp"
+#include "engine/scenario/strategy_rewrite.hpp"
 
 namespace stratagem::viz {
 
-WhatIf what_if_of(const spec::Scenario& s) {
+WhatIf what_if_of(const scenario::Scenario& s) {
   WhatIf w;
   const auto& st = s.strategy;
   w.dp = st.dp;
@@ -16,7 +16,7 @@ WhatIf what_if_of(const spec::Scenario& s) {
   w.attention = st.attention;
   w.pp = st.pp;
   w.schedule = st.schedule;
-  w.chunks = st.schedule == spec::Schedule::interleaved ? st.chunks : 2;
+  w.chunks = st.schedule == scenario::Schedule::interleaved ? st.chunks : 2;
   w.micro_batches = st.grad_accum;
   w.micro_batch_size = st.micro_batch_size;
   w.sharding = st.sharding;
@@ -25,42 +25,42 @@ WhatIf what_if_of(const spec::Scenario& s) {
   return w;
 }
 
-spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
-  nlohmann::json j = spec::to_json(base);
+scenario::Scenario apply_what_if(const scenario::Scenario& base, const WhatIf& k) {
+  nlohmann::json j = scenario::to_json(base);
   auto& st = j["strategy"];
   st["dp"] = k.dp;
   st["tp"] = k.tp;
-  st["sequence_parallel"] = k.sequence_parallel && spec::sequence_parallel_allowed(k.tp);
+  st["sequence_parallel"] = k.sequence_parallel && scenario::sequence_parallel_allowed(k.tp);
   st["cp"] = k.cp;
-  st["attention"] = spec::to_string(k.attention);
+  st["attention"] = scenario::to_string(k.attention);
   st["pp"] = k.pp;
-  st["schedule"] = spec::to_string(k.schedule);
-  if (k.schedule == spec::Schedule::interleaved) {
+  st["schedule"] = scenario::to_string(k.schedule);
+  if (k.schedule == scenario::Schedule::interleaved) {
     st["chunks"] = k.chunks;
   } else {
     st.erase("chunks");
   }
   st["grad_accum"] = k.micro_batches;
   st["micro_batch_size"] = k.micro_batch_size;
-  st["sharding"] = spec::to_string(k.sharding);
-  st["mixed_precision"] = spec::to_string(k.precision);
-  st["recompute"] = spec::to_string(k.recompute);
-  if (k.precision != spec::Precision::fp16) {
+  st["sharding"] = scenario::to_string(k.sharding);
+  st["mixed_precision"] = scenario::to_string(k.precision);
+  st["recompute"] = scenario::to_string(k.recompute);
+  if (k.precision != scenario::Precision::fp16) {
     for (const char* key :
          {"initial_scale_power", "loss_scale_window", "hysteresis", "min_loss_scale"}) {
       st.erase(key);
     }
   }
-  if (!spec::fp8_all_gather_allowed(k.precision, k.sharding)) st.erase("fp8_all_gather");
-  if (k.precision != spec::Precision::no) st.erase("tf32");
+  if (!scenario::fp8_all_gather_allowed(k.precision, k.sharding)) st.erase("fp8_all_gather");
+  if (k.precision != scenario::Precision::no) st.erase("tf32");
   // Offloading needs a sharded optimizer; keep it only where it is still allowed.
-  if (!spec::optimizer_offload_allowed(k.sharding)) st["offload_optimizer"] = "none";
-  j["training"]["global_batch"] = spec::global_batch_of(k.micro_batch_size, k.micro_batches, k.dp);
+  if (!scenario::optimizer_offload_allowed(k.sharding)) st["offload_optimizer"] = "none";
+  j["training"]["global_batch"] = scenario::global_batch_of(k.micro_batch_size, k.micro_batches, k.dp);
 
   auto& cluster = j["cluster"];
   int gpus_per_node = base.cluster.gpus_per_node;
   if (!k.cluster.empty()) {
-    const auto& preset = spec::preset(spec::PresetKind::cluster, k.cluster, "cluster.preset");
+    const auto& preset = scenario::preset(scenario::PresetKind::cluster, k.cluster, "cluster.preset");
     gpus_per_node = preset.value("gpus_per_node", gpus_per_node);
     cluster = nlohmann::json{{"preset", k.cluster}};
   }
@@ -71,7 +71,7 @@ spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& k) {
     nodes = world / gpus_per_node;
   }
   cluster["nodes"] = nodes;
-  return spec::parse_scenario(j, base.source);
+  return scenario::parse_scenario(j, base.source);
 }
 
 int world_of(const WhatIf& k) {
@@ -88,8 +88,8 @@ template <typename E>
 E parse_enum(const std::string& value, const std::string& path, std::initializer_list<E> all) {
   std::vector<std::string> names;
   for (E e : all) {
-    if (value == spec::to_string(e)) return e;
-    names.push_back(spec::to_string(e));
+    if (value == scenario::to_string(e)) return e;
+    names.push_back(scenario::to_string(e));
   }
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
@@ -119,9 +119,9 @@ int parse_int(const std::string& value, const std::string& path) {
 
 void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   const std::string path = "--what-if " + key;
-  using spec::Precision;
-  using spec::Recompute;
-  using spec::Schedule;
+  using scenario::Precision;
+  using scenario::Recompute;
+  using scenario::Schedule;
   if (key == "dp") {
     k.dp = parse_int(value, path);
   } else if (key == "tp") {
@@ -131,7 +131,7 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   } else if (key == "cp") {
     k.cp = parse_int(value, path);
   } else if (key == "attention") {
-    k.attention = parse_enum(value, path, {spec::Attention::flash, spec::Attention::eager});
+    k.attention = parse_enum(value, path, {scenario::Attention::flash, scenario::Attention::eager});
   } else if (key == "pp") {
     k.pp = parse_int(value, path);
   } else if (key == "chunks") {
@@ -144,17 +144,17 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
     k.schedule =
         parse_enum(value, path, {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved});
   } else if (key == "sharding") {
-    k.sharding = spec::parse_sharding(value, path);
+    k.sharding = scenario::parse_sharding(value, path);
   } else if (key == "precision" || key == "mixed_precision") {
     k.precision = parse_enum(value, path,
                              {Precision::no, Precision::fp16, Precision::bf16, Precision::fp8});
   } else if (key == "recompute") {
     k.recompute = parse_enum(value, path, {Recompute::none, Recompute::selective, Recompute::full});
   } else if (key == "gpu") {
-    spec::preset(spec::PresetKind::gpu, value, path);  // throws for unknown names
+    scenario::preset(scenario::PresetKind::gpu, value, path);  // throws for unknown names
     k.gpu = value;
   } else if (key == "cluster") {
-    spec::preset(spec::PresetKind::cluster, value, path);
+    scenario::preset(scenario::PresetKind::cluster, value, path);
     k.cluster = value;
   } else {
     throw SpecError("--what-if",

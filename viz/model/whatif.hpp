@@ -4,7 +4,7 @@
 // same rules as a file and an invalid combination comes back as the SpecError to show.
 #include <string>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 
 namespace stratagem::viz {
 
@@ -13,28 +13,28 @@ struct WhatIf {
   int tp = 1;                      ///< tensor-parallel degree (Megatron-LM)
   bool sequence_parallel = false;  ///< used when tp > 1
   int cp = 1;                      ///< context-parallel degree (ring attention)
-  spec::Attention attention = spec::Attention::flash;
+  scenario::Attention attention = scenario::Attention::flash;
   int pp = 1;
-  spec::Schedule schedule = spec::Schedule::one_f_one_b;
+  scenario::Schedule schedule = scenario::Schedule::one_f_one_b;
   int chunks = 2;  ///< virtual stages per rank, used by the interleaved schedule
   int micro_batches = 1;
   int micro_batch_size = 1;
-  spec::Sharding sharding = spec::Sharding::none;
-  spec::Precision precision = spec::Precision::no;
-  spec::Recompute recompute = spec::Recompute::none;
+  scenario::Sharding sharding = scenario::Sharding::none;
+  scenario::Precision precision = scenario::Precision::no;
+  scenario::Recompute recompute = scenario::Recompute::none;
   std::string gpu;      ///< GPU preset; "" keeps the scenario's GPU
   std::string cluster;  ///< cluster preset; "" keeps the scenario's cluster
   friend bool operator==(const WhatIf&, const WhatIf&) = default;
 };
 
-WhatIf what_if_of(const spec::Scenario& s);
+WhatIf what_if_of(const scenario::Scenario& s);
 
 /// `base` with the knobs applied. The global batch follows the knobs (micro_batch_size ×
 /// micro_batches × dp; tensor- and context-parallel peers share their micro-batches); the
 /// number of nodes follows the world dp × tp × cp × pp when it is a whole number of the
 /// cluster's nodes; fp8_all_gather is kept only while precision is fp8 and parameters shard. Sequence
 /// parallelism applies only with tp > 1. Throws SpecError naming the offending key.
-spec::Scenario apply_what_if(const spec::Scenario& base, const WhatIf& knobs);
+scenario::Scenario apply_what_if(const scenario::Scenario& base, const WhatIf& knobs);
 /// dp × tp × cp × pp: the GPUs the knobs ask for.
 int world_of(const WhatIf& knobs);
 

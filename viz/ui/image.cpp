@@ -3,7 +3,7 @@
 #include <stb/stb_image.h>
 #include <stb/stb_image_write.h>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::viz {
 

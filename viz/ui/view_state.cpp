@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::viz {
 
@@ -84,7 +84,7 @@ void ViewState::select(int doc, plan::OpId op) {
   }
 }
 
-void ViewState::start_what_if(const spec::Scenario& base, const WhatIf& knobs, bool simulate_now) {
+void ViewState::start_what_if(const scenario::Scenario& base, const WhatIf& knobs, bool simulate_now) {
   WhatIfSession s;
   s.base = base;
   s.knobs = knobs;
@@ -104,7 +104,7 @@ void ViewState::submit_what_if() {
   w.has_submitted = true;
   w.submitted = w.knobs;
   try {
-    spec::Scenario s = apply_what_if(w.base, w.knobs);
+    scenario::Scenario s = apply_what_if(w.base, w.knobs);
     w.error.clear();
     // Named after the scenario until a knob differs from it.
     const std::string label = w.knobs == what_if_of(w.base) ? w.base.name : "what-if";

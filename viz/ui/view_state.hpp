@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/spec/scenario.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "viz/model/dependencies.hpp"
 #include "viz/model/layout.hpp"
 #include "viz/model/sim_worker.hpp"
@@ -20,7 +20,7 @@ namespace stratagem::viz {
 inline constexpr double kMinBlockPx = 1.0;
 
 struct WhatIfSession {
-  spec::Scenario base;
+  scenario::Scenario base;
   WhatIf knobs;
   WhatIf submitted;  ///< the knobs last validated
   bool has_submitted = false;
@@ -76,7 +76,7 @@ class ViewState {
   void clear_selection();
   /// Starts the what-if session on `base` with `knobs`; simulates them at once or waits for
   /// the first change.
-  void start_what_if(const spec::Scenario& base, const WhatIf& knobs, bool simulate_now);
+  void start_what_if(const scenario::Scenario& base, const WhatIf& knobs, bool simulate_now);
   /// Validates the knobs and submits a simulation when they changed.
   void submit_what_if();
   /// Takes a finished simulation, if any. Returns true when the picture changed.

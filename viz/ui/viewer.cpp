@@ -16,7 +16,7 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "engine/spec/error.hpp"
+#include "engine/scenario/error.hpp"
 #include "viz/model/input_script.hpp"
 #include "viz/ui/image.hpp"
 #include "viz/ui/panels.hpp"
@@ -45,11 +45,11 @@ void load_documents(ViewState& st, const ViewerOptions& o) {
     if (!o.what_if.empty()) throw SpecError("--what-if", "needs --scenario");
     if (st.docs.empty()) throw SpecError("view", "give result files, --scenario, or both");
   } else {
-    const spec::Scenario base = spec::load_scenario(o.scenario);
+    const scenario::Scenario base = scenario::load_scenario(o.scenario);
     WhatIf knobs = what_if_of(base);
     set_knobs(knobs, o.what_if);
     // Invalid edits on the command line are input errors (exit 2), not a picture.
-    const spec::Scenario edited = o.what_if.empty() ? base : apply_what_if(base, knobs);
+    const scenario::Scenario edited = o.what_if.empty() ? base : apply_what_if(base, knobs);
     if (!o.strategies.empty()) {
       std::vector<std::string> skipped;
       for (auto& d : simulate_variants(edited, o.strategies, skipped)) st.add_doc(std::move(d));

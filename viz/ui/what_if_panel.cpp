@@ -3,7 +3,7 @@
 // on a worker thread; the timeline keeps the previous picture until the new one is ready.
 #include <algorithm>
 
-#include "engine/spec/presets.hpp"
+#include "engine/scenario/presets.hpp"
 #include "viz/model/compare.hpp"
 #include "viz/ui/panels.hpp"
 
@@ -13,9 +13,9 @@ namespace {
 template <typename E>
 bool enum_combo(const char* label, E& value, std::initializer_list<E> all) {
   bool changed = false;
-  if (ImGui::BeginCombo(label, spec::to_string(value))) {
+  if (ImGui::BeginCombo(label, scenario::to_string(value))) {
     for (E e : all) {
-      if (ImGui::Selectable(spec::to_string(e), e == value)) {
+      if (ImGui::Selectable(scenario::to_string(e), e == value)) {
         changed = e != value;
         value = e;
       }
@@ -25,7 +25,7 @@ bool enum_combo(const char* label, E& value, std::initializer_list<E> all) {
   return changed;
 }
 
-bool preset_combo(const char* label, std::string& value, spec::PresetKind kind,
+bool preset_combo(const char* label, std::string& value, scenario::PresetKind kind,
                   const std::string& current) {
   bool changed = false;
   const std::string scenario_choice = current + " (scenario)";
@@ -35,7 +35,7 @@ bool preset_combo(const char* label, std::string& value, spec::PresetKind kind,
       changed = !value.empty();
       value.clear();
     }
-    for (const auto& name : spec::preset_names(kind)) {
+    for (const auto& name : scenario::preset_names(kind)) {
       if (ImGui::Selectable(name.c_str(), name == value)) {
         changed = name != value;
         value = name;
@@ -67,10 +67,10 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   }
   auto& w = *st.what_if;
   auto& k = w.knobs;
-  using spec::Precision;
-  using spec::Recompute;
-  using spec::Schedule;
-  using spec::Sharding;
+  using scenario::Precision;
+  using scenario::Recompute;
+  using scenario::Schedule;
+  using scenario::Sharding;
   ImGui::Text("What-if on %s", w.base.name.c_str());
   const float col = std::min(ImGui::GetContentRegionAvail().x * 0.5f - 8, 330.0f);
   ImGui::BeginGroup();
@@ -108,10 +108,10 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
        Sharding::fsdp_shard_grad_op, Sharding::fsdp_hybrid_shard});
   enum_combo("precision", k.precision,
              {Precision::no, Precision::fp16, Precision::bf16, Precision::fp8});
-  enum_combo("attention", k.attention, {spec::Attention::flash, spec::Attention::eager});
+  enum_combo("attention", k.attention, {scenario::Attention::flash, scenario::Attention::eager});
   enum_combo("recompute", k.recompute, {Recompute::none, Recompute::selective, Recompute::full});
-  preset_combo("GPU", k.gpu, spec::PresetKind::gpu, w.base.cluster.gpu.name);
-  preset_combo("cluster", k.cluster, spec::PresetKind::cluster, w.base.cluster.name);
+  preset_combo("GPU", k.gpu, scenario::PresetKind::gpu, w.base.cluster.gpu.name);
+  preset_combo("cluster", k.cluster, scenario::PresetKind::cluster, w.base.cluster.name);
   ImGui::PopItemWidth();
   ImGui::EndGroup();
   st.submit_what_if();

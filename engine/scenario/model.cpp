@@ -1,0 +1,278 @@
+#include "engine/scenario/model.hpp"
+
+#include <cmath>
+
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/json_reader.hpp"
+
+namespace stratagem::scenario {
+
+double kv_dim(const ModelSpec& m) {
+  return static_cast<double>(m.hidden) * static_cast<double>(m.kv_heads) /
+         static_cast<double>(m.heads);
+}
+
+double norm_params(const ModelSpec& m) {
+  return m.norm == NormKind::layernorm ? 2.0 * m.hidden : 1.0 * m.hidden;
+}
+
+double block_matmul_params(const ModelSpec& m) {
+  if (m.measured) return block_params(m);
+  if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
+  const double h = m.hidden, f = m.ffn_hidden;
+  const double attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
+  const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+  return attention + mlp;
+}
+
+namespace {
+
+MeasuredUnit parse_measured_unit(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  MeasuredUnit u;
+  u.name = r.string_or("name", "");
+  u.params = r.number_or("params", 0, 0, 1e15);
+  u.forward_flops = r.number_or("forward_flops", 0, 0, 1e20);
+  u.activation_bytes = r.number_or("activation_bytes", 0, 0, 1e18);
+  r.finish();
+  return u;
+}
+
+double mean_block(const MeasuredModel& mm, double MeasuredUnit::*field) {
+  double sum = 0;
+  for (const auto& b : mm.blocks) sum += b.*field;
+  return mm.blocks.empty() ? 0.0 : sum / static_cast<double>(mm.blocks.size());
+}
+
+ModelSpec parse_measured_model(ObjectReader& r, const std::string& name) {
+  ModelSpec m;
+  m.name = name;
+  ObjectReader q(r.at("measured"), r.child_path("measured"));
+  auto mm = std::make_shared<MeasuredModel>();
+  mm->source = q.string_or("source", "");
+  mm->element_bytes = q.number_or("element_bytes", 4, 1, 8);
+  mm->boundary_bytes = q.number("boundary_bytes", 1, 1e15);
+  if (q.has("input")) mm->input = parse_measured_unit(q.at("input"), q.child_path("input"));
+  if (q.has("output")) mm->output = parse_measured_unit(q.at("output"), q.child_path("output"));
+  const nlohmann::json& blocks = q.at("blocks");
+  if (!blocks.is_array() || blocks.empty() || blocks.size() > 100000) {
+    throw SpecError(q.child_path("blocks"), "must be a list of 1 to 100000 units");
+  }
+  for (std::size_t i = 0; i < blocks.size(); ++i) {
+    mm->blocks.push_back(
+        parse_measured_unit(blocks[i], q.child_path("blocks") + "[" + std::to_string(i) + "]"));
+  }
+  q.finish();
+  double params = mm->input.params + mm->output.params;
+  for (const auto& b : mm->blocks) params += b.params;
+  if (params <= 0) throw SpecError(q.path(), "the units have no parameters");
+  m.layers = static_cast<std::int64_t>(mm->blocks.size());
+  // The width of the stream between blocks (elements per sample unless "hidden" gives it per
+  // token): GEMM shapes for the compute model's efficiency curve.
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  m.hidden = r.integer_or(
+      "hidden", std::max<std::int64_t>(1, std::llround(mm->boundary_bytes / mm->element_bytes)), 1,
+      kBig);
+  m.heads = m.kv_heads = 1;
+  m.bias = false;
+  m.positions = PositionKind::rotary;
+  m.measured = std::move(mm);
+  r.finish();
+  return m;
+}
+
+}  // namespace
+
+ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
+  ObjectReader r(object, path);
+  ModelSpec m;
+  r.allow({"preset", "description", "source"});
+  m.name = r.string_or("name", "custom");
+  if (r.has("measured")) return parse_measured_model(r, m.name);
+  constexpr std::int64_t kBig = std::int64_t{1} << 40;
+  if (r.has("params")) {
+    // Quick form: a size and a depth, shape estimated.
+    m.params_given = r.number("params", 1e3, 1e15);
+    m.layers = r.integer("layers", 1, 100000);
+    const double h_estimate = std::sqrt(m.params_given / (12.0 * m.layers));
+    m.hidden = r.integer_or(
+        "hidden", std::max<std::int64_t>(64, std::llround(h_estimate / 64) * 64), 1, kBig);
+    // Heads of 128 (GPT-3's and Llama's head size) where they divide hidden, else of 64, so
+    // the head dimension is whole.
+    const std::int64_t head_dim = m.hidden % 128 == 0 ? 128 : m.hidden % 64 == 0 ? 64 : m.hidden;
+    m.heads = r.integer_or("heads", m.hidden / head_dim, 1, m.hidden);
+    if (m.hidden % m.heads != 0) {
+      throw SpecError(r.child_path("heads"), "hidden (" + std::to_string(m.hidden) +
+                                                 ") must be divisible by heads (" +
+                                                 std::to_string(m.heads) + ")");
+    }
+    m.kv_heads = m.heads;
+    m.ffn_hidden = 4 * m.hidden;
+    m.vocab = r.integer_or("vocab", 0, 0, kBig);
+    m.bias = false;
+    m.positions = PositionKind::rotary;
+    r.finish();
+    return m;
+  }
+  m.kind = r.choice_or("kind", "decoder", {"decoder", "encoder"}) == "encoder" ? ModelKind::encoder
+                                                                               : ModelKind::decoder;
+  m.layers = r.integer("layers", 1, 100000);
+  m.hidden = r.integer("hidden", 1, kBig);
+  m.heads = r.integer("heads", 1, m.hidden);
+  if (m.hidden % m.heads != 0) {
+    throw SpecError(r.child_path("heads"), "hidden (" + std::to_string(m.hidden) +
+                                               ") must be divisible by heads (" +
+                                               std::to_string(m.heads) + ")");
+  }
+  m.kv_heads = r.integer_or("kv_heads", m.heads, 1, m.heads);
+  if (m.heads % m.kv_heads != 0) {
+    throw SpecError(r.child_path("kv_heads"), "heads (" + std::to_string(m.heads) +
+                                                  ") must be divisible by kv_heads (" +
+                                                  std::to_string(m.kv_heads) + ")");
+  }
+  m.mlp =
+      r.choice_or("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
+  m.ffn_hidden = r.integer_or("ffn_hidden", 4 * m.hidden, 1, kBig);
+  m.vocab = r.integer("vocab", 1, kBig);
+  m.norm = r.choice_or("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm"
+               ? NormKind::rmsnorm
+               : NormKind::layernorm;
+  m.positions = r.choice_or("positions", "learned", {"learned", "rotary"}) == "rotary"
+                    ? PositionKind::rotary
+                    : PositionKind::learned;
+  m.max_positions =
+      r.integer_or("max_positions", m.positions == PositionKind::learned ? 2048 : 0, 0, kBig);
+  m.type_vocab = r.integer_or("type_vocab", 0, 0, kBig);
+  m.tied_embeddings = r.boolean_or("tied_embeddings", m.kind == ModelKind::decoder);
+  m.bias = r.boolean_or("bias", true);
+  m.pooler = r.boolean_or("pooler", false);
+  r.finish();
+  return m;
+}
+
+BlockParamsBreakdown block_params_breakdown(const ModelSpec& m) {
+  BlockParamsBreakdown b;
+  if (m.params_given > 0 || m.measured) {  // the size is given, not its parts
+    b.mlp = block_params(m);
+    return b;
+  }
+  const double h = m.hidden, f = m.ffn_hidden;
+  b.attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
+  b.mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+  if (m.bias) {
+    b.attention += 2.0 * h + 2.0 * kv_dim(m);               // q, k, v, o
+    b.mlp += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;  // MLP in, out
+  }
+  b.norms = 2.0 * norm_params(m);  // two norms per block
+  return b;
+}
+
+std::int64_t padded_vocab(const ModelSpec& m, int tp) {
+  if (tp <= 1) return m.vocab;
+  const std::int64_t multiple = 128 * static_cast<std::int64_t>(tp);
+  return (m.vocab + multiple - 1) / multiple * multiple;
+}
+
+double block_params(const ModelSpec& m) {
+  if (m.measured) return mean_block(*m.measured, &MeasuredUnit::params);
+  if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
+  const BlockParamsBreakdown b = block_params_breakdown(m);
+  return b.attention + b.mlp + b.norms;
+}
+
+double embedding_params(const ModelSpec& m) {
+  if (m.measured) return m.measured->input.params;
+  if (m.params_given > 0) return 0;
+  const double h = m.hidden;
+  double p = static_cast<double>(m.vocab) * h;
+  if (m.positions == PositionKind::learned) p += static_cast<double>(m.max_positions) * h;
+  p += static_cast<double>(m.type_vocab) * h;
+  if (m.kind == ModelKind::encoder) p += norm_params(m);  // BERT normalises embeddings
+  return p;
+}
+
+double head_params(const ModelSpec& m) {
+  if (m.measured) return m.measured->output.params;
+  if (m.params_given > 0) return 0;
+  const double h = m.hidden;
+  double p = m.kind == ModelKind::decoder ? norm_params(m) : 0.0;  // final norm (pre-LN)
+  if (!m.tied_embeddings) p += static_cast<double>(m.vocab) * h;
+  if (m.pooler) p += h * h + h;
+  return p;
+}
+
+double total_params(const ModelSpec& m) {
+  if (m.measured) {
+    double p = m.measured->input.params + m.measured->output.params;
+    for (const auto& b : m.measured->blocks) p += b.params;
+    return p;
+  }
+  if (m.params_given > 0) return m.params_given;
+  return embedding_params(m) + static_cast<double>(m.layers) * block_params(m) + head_params(m);
+}
+
+double matmul_params(const ModelSpec& m) {
+  if (m.measured) return total_params(m);
+  return static_cast<double>(m.layers) * block_matmul_params(m) +
+         static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+}
+
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  if (m.measured) {
+    return mean_block(*m.measured, &MeasuredUnit::forward_flops) / static_cast<double>(seq_len);
+  }
+  // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and attention·V: 2·2·s·h.
+  return 2.0 * block_matmul_params(m) + 4.0 * static_cast<double>(m.hidden) * seq_len;
+}
+
+double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  if (m.measured) return m.measured->output.forward_flops / static_cast<double>(seq_len);
+  return 2.0 * static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+}
+
+double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  // Backward costs twice the forward: 3 × forward.
+  const double input =
+      m.measured ? m.measured->input.forward_flops / static_cast<double>(seq_len) : 0.0;
+  return 3.0 * (input + static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
+                head_forward_flops_per_token(m, seq_len));
+}
+
+double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
+                                  std::int64_t micro_batch, Recompute recompute,
+                                  double bytes_per_element, ActivationLayout layout) {
+  const double s = seq_len, b = micro_batch, h = m.hidden, a = m.heads;
+  if (m.measured) {
+    const double scale = bytes_per_element / m.measured->element_bytes;
+    if (recompute == Recompute::full) return b * m.measured->boundary_bytes * scale;
+    return b * mean_block(*m.measured, &MeasuredUnit::activation_bytes) * scale;
+  }
+  const double scale = bytes_per_element / 2.0;  // the table is for 16-bit activations
+  const double t = layout.tp, local = s / layout.cp;
+  const double c = layout.sequence_parallel ? 1.0 / t : 1.0;
+  const double sbh = local * b * h;
+  if (recompute == Recompute::full) return 2.0 * c * sbh * scale;
+  double bytes = sbh * (10.0 * c + 24.0 / t) * scale;
+  if (layout.fp8_inputs) bytes -= sbh * (2.0 * c + 5.0 / t);
+  if (recompute == Recompute::selective) return bytes;
+  if (layout.flash) return bytes + 4.0 * a / t * local * b;
+  return bytes + 5.0 * a * s * s * b / t * scale;
+}
+
+double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
+                             double bytes_per_element, ActivationLayout layout) {
+  if (m.measured) {
+    return static_cast<double>(micro_batch) * m.measured->output.activation_bytes *
+           bytes_per_element / m.measured->element_bytes;
+  }
+  const double sb = static_cast<double>(seq_len) / layout.cp * static_cast<double>(micro_batch);
+  if (layout.tp > 1) {
+    const double t = layout.tp;
+    const double input =
+        static_cast<double>(m.hidden) * bytes_per_element / (layout.sequence_parallel ? t : 1.0);
+    return sb * (input + 4.0 * static_cast<double>(padded_vocab(m, layout.tp)) / t);
+  }
+  return sb * (static_cast<double>(m.hidden) * bytes_per_element + 4.0 * m.vocab);
+}
+
+}  // namespace stratagem::scenario

@@ -1,0 +1,148 @@
+#pragma once
+// Model shapes (transformers) and the quantities derived from them: parameter counts per
+// unit, FLOPs per token, activation bytes per layer.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/scenario/units.hpp"
+
+namespace stratagem::scenario {
+
+enum class ModelKind { decoder, encoder };
+enum class MlpKind { gelu, swiglu };
+enum class NormKind { layernorm, rmsnorm };
+enum class PositionKind { learned, rotary };
+enum class Recompute { none, selective, full };
+
+/// One unit of a measured model: what Accelerator::export_scenario() measured on a user's
+/// LibTorch model, per sample (one row of the batch).
+struct MeasuredUnit {
+  std::string name;
+  double params = 0;
+  double forward_flops = 0;     ///< forward FLOPs per sample (as the LibTorch profiler counts)
+  double activation_bytes = 0;  ///< bytes the forward keeps for backward per sample
+};
+
+/// The measured form of a model (`"model": {"measured": {...}}`): units of any shape in the
+/// plan's order (input, blocks, output) instead of a transformer's formulas.
+struct MeasuredModel {
+  MeasuredUnit input;                ///< the root's parameters used before the first block
+  std::vector<MeasuredUnit> blocks;  ///< the model's units (FSDP/pipeline granularity)
+  MeasuredUnit output;               ///< the root's parameters used after; the loss
+  /// Bytes per sample of a block's output (what a pipeline stage sends to the next).
+  double boundary_bytes = 0;
+  /// Bytes per activation element when measured (4: fp32); other precisions scale by theirs.
+  double element_bytes = 4;
+  std::string source;  ///< where and how it was measured
+};
+
+struct ModelSpec {
+  std::string name;
+  ModelKind kind = ModelKind::decoder;
+  std::int64_t layers = 0;
+  std::int64_t hidden = 0;
+  std::int64_t heads = 0;
+  std::int64_t kv_heads = 0;  ///< grouped-query attention; == heads for multi-head
+  std::int64_t ffn_hidden = 0;
+  std::int64_t vocab = 0;
+  std::int64_t max_positions = 0;  ///< learned position table rows (0 with rotary)
+  std::int64_t type_vocab = 0;     ///< BERT token-type embeddings
+  bool tied_embeddings = false;
+  bool bias = true;
+  bool pooler = false;  ///< BERT pooler (h·h + h)
+  MlpKind mlp = MlpKind::gelu;
+  NormKind norm = NormKind::layernorm;
+  PositionKind positions = PositionKind::learned;
+  /// Set only for the quick form {"params": P, "layers": l}: the total is given, the shape
+  /// (hidden ≈ sqrt(P / 12l)) is an estimate used for FLOPs and activations.
+  double params_given = 0;
+  /// Set only for the measured form; layers = its blocks, hidden = the boundary's width.
+  std::shared_ptr<const MeasuredModel> measured;
+};
+
+/// Parses a model object (already merged with its preset). `path` prefixes errors.
+ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
+
+/// The vocabulary as the embedding and LM head hold it: with tensor parallelism (tp > 1)
+/// padded up to a multiple of 128·tp, as Megatron-LM's --make-vocab-size-divisible-by 128
+/// does; tp = 1 keeps the model's own size (as HuggingFace models and FSDP train it).
+std::int64_t padded_vocab(const ModelSpec& m, int tp);
+
+/// Width of the key and value projections: h · kv_heads / heads (grouped-query attention).
+double kv_dim(const ModelSpec& m);
+/// Parameters of one norm: 2h for LayerNorm (weight and bias), h for RMSNorm.
+double norm_params(const ModelSpec& m);
+
+/// Parameters of one transformer block (attention + MLP + norms).
+double block_params(const ModelSpec& m);
+/// block_params split by part; the three add up to block_params (quick-form models, whose
+/// parts are unknown, put the whole block under `mlp`).
+struct BlockParamsBreakdown {
+  double attention = 0;  ///< q, k, v, o matrices (+ biases)
+  double mlp = 0;        ///< two matrices (three with SwiGLU) (+ biases)
+  double norms = 0;      ///< the block's two norms
+};
+BlockParamsBreakdown block_params_breakdown(const ModelSpec& m);
+/// Parameters of the input unit: token (+ position, + type) embeddings (+ BERT's LN).
+double embedding_params(const ModelSpec& m);
+/// Parameters of the output unit: final norm, LM head when untied, BERT pooler.
+double head_params(const ModelSpec& m);
+/// All parameters, counted once (tied embeddings shared).
+double total_params(const ModelSpec& m);
+/// The weight matrices of one block (q, k, v, o and the MLP's; no biases or norms).
+double block_matmul_params(const ModelSpec& m);
+/// Weights that take part in matrix multiplies per token (blocks' matrices + LM head).
+double matmul_params(const ModelSpec& m);
+
+/// Training FLOPs per token, forward + backward, no recomputation (a measured model: 3× its
+/// units' measured forward FLOPs per sample / seq_len); for transformers:
+///   6·N_matmul + 12·l·h·s
+/// where N_matmul counts the blocks' weight matrices and the LM head (V·h). For GPT shapes
+/// this is Korthikanti et al. (2022) eq. 7 divided by B·s: 72·l·h² + 12·l·h·s + 6·V·h.
+double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+/// Forward FLOPs of one block for one token (2·block matmul params + 4·h·s attention).
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+/// Forward FLOPs of the head per token (2·V·h; a measured model's output unit / seq_len).
+double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+
+/// How a block's activations are laid out on one rank: spread over tensor-parallel ranks
+/// (Megatron-LM TP/SP) and context-parallel ranks (each holds s/cp tokens), which attention
+/// kernel runs, and whether the linear layers' saved inputs are fp8 (Transformer Engine).
+struct ActivationLayout {
+  int tp = 1;
+  bool sequence_parallel = false;
+  int cp = 1;
+  bool flash = false;      ///< fused attention: no s×s tensors, a fp32 log-sum-exp per row
+  bool fp8_inputs = false;  ///< the linear layers' inputs saved in fp8 (1 byte, not 2)
+};
+
+/// Activation bytes one block keeps for backward, per micro-batch, on one rank, at 16-bit
+/// precision (Korthikanti et al. 2022, table 2), with t = tp, a = heads, s' = s/cp the rank's
+/// tokens, c = 1/t with sequence parallelism (the norms, dropout and residuals split too),
+/// else 1:
+///   selective recompute  s'·b·h·(10·c + 24/t)    (t = 1: 34·s·b·h)
+///   no recomputation     the above + eager: 5·a·s²·b/t (softmax output, its dropout mask and
+///                        output); flash: 4·a·s'·b/t (the fp32 log-sum-exp per head and row;
+///                        FlashAttention keeps the output, already counted, and recomputes
+///                        the scores in backward)
+///   full recompute       2·c·s'·b·h (the block input only)
+/// fp8 linear inputs (not with full recompute, whose input is a norm's) save half of the four
+/// linear layers' saved inputs — QKV and MLP-in 2·c each, projection 2/t, MLP-out 8/t — i.e.
+/// s'·b·h·(2·c + 5/t). fp32 training doubles the 16-bit terms (not the fp32 log-sum-exp).
+/// A measured model: its blocks' mean measured bytes (selective recomputation keeps them all:
+/// the attention core is not known), the block input (boundary) with full recomputation.
+double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
+                                  std::int64_t micro_batch, Recompute recompute,
+                                  double bytes_per_element = 2.0, ActivationLayout layout = {});
+
+/// Activation bytes the output unit keeps per micro-batch on one rank: the final norm's input
+/// in the activation dtype (s'·b·h·e, /t with sequence parallelism) and the fp32 logits
+/// cross-entropy keeps (4·s'·b·V; vocab-parallel with TP: 4·s'·b·V_padded/t), s' = s/cp.
+double head_activation_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
+                             double bytes_per_element = 2.0, ActivationLayout layout = {});
+
+}  // namespace stratagem::scenario

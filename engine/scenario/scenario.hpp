@@ -1,0 +1,40 @@
+#pragma once
+// A scenario: model + cluster + strategy + training, parsed once and validated as a whole.
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/scenario/cluster.hpp"
+#include "engine/scenario/model.hpp"
+#include "engine/scenario/strategy.hpp"
+
+namespace stratagem::scenario {
+
+struct Scenario {
+  std::string name;
+  std::string source;  ///< file or shipped name it came from ("" when built in code)
+  ModelSpec model;
+  ClusterSpec cluster;
+  StrategySpec strategy;
+  TrainingSpec training;
+
+  int world_size() const { return strategy.dp * strategy.tp * strategy.cp * strategy.pp; }
+  /// Micro-batches per optimizer step per pipeline (== grad_accum).
+  int micro_batches() const { return strategy.grad_accum; }
+  std::int64_t tokens_per_step() const { return training.global_batch * training.seq_len; }
+};
+
+/// Parses and validates a scenario object. `source` prefixes nothing; paths are JSON paths.
+Scenario parse_scenario(const nlohmann::json& object, const std::string& source = "");
+/// Loads a scenario from a file, or from a shipped scenario when no such file exists
+/// ("default", "zero3-gpt2-xl-8xa100", ...).
+Scenario load_scenario(const std::string& file_or_name);
+/// Checks the cross-field rules (world size, pipeline split, batch arithmetic, ...).
+/// parse_scenario calls it; code that edits a Scenario calls it again.
+void validate(Scenario& s);
+
+/// The scenario as JSON in the input format (presets expanded), re-parseable.
+nlohmann::json to_json(const Scenario& s);
+nlohmann::json to_json(const ModelSpec& m);
+
+}  // namespace stratagem::scenario
