@@ -24,9 +24,9 @@ int run(const Options& o) {
     throw SpecError("import", "give exactly one of --accelerate FILE and --deepspeed FILE");
   }
   std::string warning;
-  const nlohmann::json scenario = o.accelerate.empty()
-                                      ? scenario::import_deepspeed(o.deepspeed, o.import)
-                                      : scenario::import_accelerate(o.accelerate, o.import, &warning);
+  const nlohmann::json scenario =
+      o.accelerate.empty() ? scenario::import_deepspeed(o.deepspeed, o.import)
+                           : scenario::import_accelerate(o.accelerate, o.import, &warning);
   if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
   // The scenario format's own order, which reads top-down (nlohmann::json sorts keys).
   nlohmann::ordered_json ordered;

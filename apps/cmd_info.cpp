@@ -77,11 +77,12 @@ Figures compute(const scenario::Scenario& s) {
     f.flops_recompute = 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
   }
   f.element_bytes = scenario::compute_param_bytes(s.strategy.precision);
-  const scenario::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel, s.strategy.cp,
-                                      s.strategy.attention == scenario::Attention::flash,
-                                      s.strategy.precision == scenario::Precision::fp8};
-  f.act_layer = scenario::activation_bytes_per_layer(m, seq, mbs, scenario::effective_recompute(s.strategy),
-                                                 f.element_bytes, layout);
+  const scenario::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel,
+                                          s.strategy.cp,
+                                          s.strategy.attention == scenario::Attention::flash,
+                                          s.strategy.precision == scenario::Precision::fp8};
+  f.act_layer = scenario::activation_bytes_per_layer(
+      m, seq, mbs, scenario::effective_recompute(s.strategy), f.element_bytes, layout);
   f.act_head = scenario::head_activation_bytes(m, seq, mbs, f.element_bytes, layout);
   const int tp = s.strategy.tp;
   f.padded_vocab = scenario::padded_vocab(m, tp);
@@ -154,8 +155,7 @@ nlohmann::json to_json(const scenario::Scenario& s, const Figures& f) {
           {"recompute", scenario::to_string(s.strategy.recompute)},
           {"activation_element_bytes", f.element_bytes},
           {"activation_bytes_per_layer", f.act_layer},
-          {"activation_formula",
-           activation_formula(s.strategy)},
+          {"activation_formula", activation_formula(s.strategy)},
           {"head_activation_bytes", f.act_head},
           {"tp", s.strategy.tp},
           {"sequence_parallel", s.strategy.sequence_parallel},
@@ -279,7 +279,7 @@ void print_report(const scenario::Scenario& s, const Figures& f) {
     std::printf("  %s recomputation adds %s per token (%s): %s with recomputation\n",
                 scenario::to_string(st.recompute), sci(f.flops_recompute).c_str(),
                 st.recompute == scenario::Recompute::full ? "one forward of the blocks"
-                                                      : "4·l·h·s, the attention core",
+                                                          : "4·l·h·s, the attention core",
                 sci(f.flops + f.flops_recompute).c_str());
   }
   if (st.attention == scenario::Attention::flash && !m.measured) {
@@ -308,7 +308,8 @@ void print_report(const scenario::Scenario& s, const Figures& f) {
   if (!per_rank.empty()) per_rank += ", per rank";
   std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
               activation_formula(st).c_str(), f.element_bytes, per_rank.c_str());
-  if (st.recompute == scenario::Recompute::selective && st.attention == scenario::Attention::flash) {
+  if (st.recompute == scenario::Recompute::selective &&
+      st.attention == scenario::Attention::flash) {
     std::printf(
         "  selective recomputation recomputes the attention core, which flash attention keeps "
         "no s×s tensors of: it saves nothing and is not planned\n");

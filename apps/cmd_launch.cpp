@@ -85,8 +85,8 @@ int run(LaunchArgs& a) {
   std::string sharding = cfg.sharding;
   if (a.use_fsdp) sharding = "FULL_SHARD";
   if (!a.fsdp_sharding_strategy.empty()) {
-    sharding =
-        scenario::to_string(scenario::parse_sharding(a.fsdp_sharding_strategy, "--fsdp_sharding_strategy"));
+    sharding = scenario::to_string(
+        scenario::parse_sharding(a.fsdp_sharding_strategy, "--fsdp_sharding_strategy"));
   }
   if (a.zero_stage) {
     if (*a.zero_stage < 0 || *a.zero_stage > 2) {

@@ -120,9 +120,11 @@ std::string note(TensorClass c, const scenario::Scenario& s, const memory::RankM
                  ? "units gathered at the peak (prefetch " + std::to_string(st.prefetch) + ")"
                  : "";
     case TensorClass::comm_buckets:
-      return scenario::shards_gradients(st.sharding) ? "unsharded grads awaiting reduce-scatter" : "";
+      return scenario::shards_gradients(st.sharding) ? "unsharded grads awaiting reduce-scatter"
+                                                     : "";
     case TensorClass::loss_scale:
-      return st.precision == scenario::Precision::fp16 ? "fp16 scale + found-inf flag, 8 bytes" : "";
+      return st.precision == scenario::Precision::fp16 ? "fp16 scale + found-inf flag, 8 bytes"
+                                                       : "";
     case TensorClass::fp8_weights:
       if (st.precision != scenario::Precision::fp8) return "";
       return scenario::shards_parameters(st.sharding)
@@ -166,7 +168,8 @@ void print_report(const scenario::Scenario& s, const memory::MemoryReport& repor
   std::printf("  sharding %s; %s; %s; recompute %s%s; %s attention\n",
               scenario::to_string(st.sharding), precision_text(st).c_str(),
               scenario::to_string(st.optimizer), scenario::to_string(st.recompute),
-              moot ? " (saves nothing with flash attention)" : "", scenario::to_string(st.attention));
+              moot ? " (saves nothing with flash attention)" : "",
+              scenario::to_string(st.attention));
   std::printf("Peak memory per rank, GiB (1 GiB = 2^30 bytes):\n");
   for (const memory::RankMemory& r : report.stages) {
     std::printf("\nstage %d (%s): %s params on the stage%s\n", r.stage,
@@ -254,7 +257,8 @@ scenario::StrategySpec quick_strategy(Options& o) {
     throw SpecError("--offload_optimizer",
                     "unknown value '" + o.offload_optimizer + "'; valid: none, cpu");
   }
-  st.offload_optimizer = o.offload_optimizer == "cpu" ? scenario::Offload::cpu : scenario::Offload::none;
+  st.offload_optimizer =
+      o.offload_optimizer == "cpu" ? scenario::Offload::cpu : scenario::Offload::none;
   if (st.offload_optimizer == scenario::Offload::cpu && o.zero == 0) {
     throw SpecError("--offload_optimizer",
                     "optimizer offload needs --zero 1 or more, as in DeepSpeed");

@@ -39,7 +39,8 @@ void print_models() {
   std::printf("%-12s %-8s %6s %6s %5s %4s %6s %7s %-7s %-8s %15s %9s\n", "model", "kind", "layers",
               "hidden", "heads", "kv", "ffn", "vocab", "mlp", "norm", "params", "approx");
   for (const auto& name : scenario::preset_names(PresetKind::model)) {
-    const auto m = scenario::parse_model(scenario::resolve_preset(PresetKind::model, name, name), name);
+    const auto m =
+        scenario::parse_model(scenario::resolve_preset(PresetKind::model, name, name), name);
     const double p = scenario::total_params(m);
     std::printf("%-12s %-8s %6lld %6lld %5lld %4lld %6lld %7lld %-7s %-8s %15.0f %9s\n",
                 name.c_str(), m.kind == scenario::ModelKind::encoder ? "encoder" : "decoder",
@@ -85,7 +86,8 @@ void print_clusters() {
   std::printf("%-24s %6s %-14s %22s %22s\n", "cluster", "GPUs", "gpu", "intra GB/s x eff (us)",
               "inter GB/s x eff (us)");
   for (const auto& name : scenario::preset_names(PresetKind::cluster)) {
-    const auto c = scenario::parse_cluster(scenario::resolve_preset(PresetKind::cluster, name, name), name);
+    const auto c =
+        scenario::parse_cluster(scenario::resolve_preset(PresetKind::cluster, name, name), name);
     char gpus[32], intra[32], inter[32];
     std::snprintf(gpus, sizeof gpus, "%dx%d", c.nodes, c.gpus_per_node);
     link(c.intra_node, intra, sizeof intra);

@@ -63,11 +63,12 @@ int run(const Options& o) {
     const std::string file =
         o.profile != "host" ? o.profile
         : o.cluster_given
-            ? host_profile(scenario::parse_cluster(scenario::resolve_preset(scenario::PresetKind::cluster,
-                                                                    cluster, "--cluster"),
-                                               "--cluster")
-                               .gpus_per_node,
-                           false)
+            ? host_profile(
+                  scenario::parse_cluster(
+                      scenario::resolve_preset(scenario::PresetKind::cluster, cluster, "--cluster"),
+                      "--cluster")
+                      .gpus_per_node,
+                  false)
             : host_profile(static_cast<int>(std::max(2u, std::thread::hardware_concurrency())),
                            false);
     const nlohmann::json doc = scenario::read_json_file(file);

@@ -55,7 +55,7 @@ int run_sim(const SimArgs& a) {
   auto scenario = scenario::load_scenario(a.scenario);
   if (!a.profile.empty()) {
     scenario::apply_profile_file(scenario,
-                             resolve_profile(a.profile, scenario.cluster.gpus_per_node));
+                                 resolve_profile(a.profile, scenario.cluster.gpus_per_node));
   }
   sim::CostOptions cost_options;
   cost_options.algorithm = parse_algorithm(a.algorithm);

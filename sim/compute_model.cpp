@@ -66,12 +66,11 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
                           op.phase == plan::Phase::backward_weight;
     // The kernel's published forward + backward rate at this shape where the GPU has it,
     // else the GPU's single attention efficiency.
-    const auto curve_eff =
-        op.attention_seq > 0 && op.head_dim > 0
-            ? scenario::attention_curves_efficiency(
-                  attention_curves_[static_cast<int>(op.attention_kernel)], op.head_dim,
-                  op.causal, op.attention_seq)
-            : std::nullopt;
+    const auto curve_eff = op.attention_seq > 0 && op.head_dim > 0
+                               ? scenario::attention_curves_efficiency(
+                                     attention_curves_[static_cast<int>(op.attention_kernel)],
+                                     op.head_dim, op.causal, op.attention_seq)
+                               : std::nullopt;
     const double eff = curve_eff ? *curve_eff : gpu_.attention_efficiency(backward);
     const double pa = gpu_.peak(wide) * std::min(1.0, eff * gpu_.attention_scale);
     compute_s += pa > 0 ? op.attention_flops / pa : 0.0;

@@ -39,8 +39,9 @@ CostModels make_cost_models(const scenario::Scenario& s, const CostOptions& opti
   CostModels m;
   RooflineModel roofline(c.gpu, default_host(c.gpus_per_node));
   const std::string key = scenario::unit_shape_key(s);
-  const auto measured = std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),
-                                     [&](const scenario::MeasuredUnits& u) { return u.shape == key; });
+  const auto measured =
+      std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),
+                   [&](const scenario::MeasuredUnits& u) { return u.shape == key; });
   // Units measured at the scenario's tp (the key says which; context parallelism is not
   // measured: its chains fall back to the roofline).
   if (measured != c.gpu.measured_units.end() && s.strategy.cp == 1) {

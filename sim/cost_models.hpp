@@ -64,6 +64,7 @@ CostModels make_cost_models(const scenario::Scenario& scenario, const CostOption
 
 /// The roofline time of each tensor-parallel chain's compute pieces (MeasuredUnitsModel with
 /// tp > 1), by kind of unit and direction, on `roofline`'s device.
-TpChainRoofline tp_chain_roofline(const scenario::Scenario& scenario, const RooflineModel& roofline);
+TpChainRoofline tp_chain_roofline(const scenario::Scenario& scenario,
+                                  const RooflineModel& roofline);
 
 }  // namespace stratagem::sim

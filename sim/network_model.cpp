@@ -48,13 +48,15 @@ units::Seconds beta(units::Bytes bytes, const scenario::LinkSpec& link, LinkKind
 
 }  // namespace
 
-CommPhase ring_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
+CommPhase ring_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link,
+                          LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   const double steps = 2.0 * (n - 1);
   return {kind, steps * link.latency, beta(steps / n * bytes, link, kind)};
 }
 
-CommPhase tree_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
+CommPhase tree_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link,
+                          LinkKind kind) {
   if (n <= 1) return {kind, 0, 0};
   // Reduce up and broadcast down two complementary binary trees, each carrying half the
   // data: every rank sends S in each direction of the pass, in 2·⌈log2 n⌉ latency steps.
@@ -68,7 +70,8 @@ CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const scenario::LinkSpe
   return {kind, steps * link.latency, beta(steps / n * bytes, link, kind)};
 }
 
-CommPhase ring_all_gather(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind) {
+CommPhase ring_all_gather(int n, units::Bytes bytes, const scenario::LinkSpec& link,
+                          LinkKind kind) {
   return ring_reduce_scatter(n, bytes, link, kind);
 }
 
@@ -218,8 +221,8 @@ CommPhases CalibratedNetwork::collective(plan::CollectiveKind kind, const GroupS
   const scenario::MeasuredComm& m = cal_.at(op);
   const int measured = std::max(cal_.processes, 2);
   const double alpha = m.alpha_s * ring_steps(op, g.size) / ring_steps(op, measured);
-  out.add(
-      {LinkKind::intra_node, alpha, measured_beta(m, scenario::bus_factor(op, g.size) * bytes, op)});
+  out.add({LinkKind::intra_node, alpha,
+           measured_beta(m, scenario::bus_factor(op, g.size) * bytes, op)});
   return out;
 }
 

@@ -63,7 +63,8 @@ class NetworkModel {
 // The single-link closed forms above.
 CommPhase ring_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
 CommPhase tree_all_reduce(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
-CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const scenario::LinkSpec& link,
+                              LinkKind kind);
 CommPhase ring_all_gather(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
 CommPhase ring_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
 CommPhase tree_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);

@@ -23,7 +23,8 @@ struct Simulation {
 
 /// Makes the cost models (their errors first), builds the plan, runs it. Throws SpecError
 /// for a scenario the builders or the cost models refuse.
-Simulation simulate_scenario(const scenario::Scenario& scenario, const SimulateOptions& options = {});
+Simulation simulate_scenario(const scenario::Scenario& scenario,
+                             const SimulateOptions& options = {});
 /// The result alone.
 result::RunResult simulate(const scenario::Scenario& scenario, const SimulateOptions& options = {});
 /// A plan already built for `scenario` (built once, costed many times: the measured fit),

@@ -275,8 +275,8 @@ class GroupFit {
   }
 
   scenario::GpuFit summarize(const std::vector<double>& theta, const std::vector<double>& r,
-                         const std::vector<double>& before, const Matrix& j,
-                         const std::vector<int>& active) const {
+                             const std::vector<double>& before, const Matrix& j,
+                             const std::vector<int>& active) const {
     scenario::GpuFit fit;
     fit.gpu = runs_.front()->scenario.cluster.gpu.name;
     fit.runs = static_cast<int>(runs_.size());
@@ -329,7 +329,7 @@ double log_residual(const MeasuredRun& run, const scenario::FitValues& values) {
 }
 
 scenario::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
-                                      const MeasuredFitOptions& options) {
+                                          const MeasuredFitOptions& options) {
   if (runs.empty()) throw SpecError("--measured", "no runs to fit");
   std::vector<std::string> order;
   std::map<std::string, std::vector<const MeasuredRun*>> by_gpu;

@@ -28,7 +28,7 @@ struct MeasuredFitOptions {
 
 /// One GpuFit per GPU name among the runs, in order of first appearance.
 scenario::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
-                                      const MeasuredFitOptions& options = {});
+                                          const MeasuredFitOptions& options = {});
 
 /// log(predicted / measured throughput) of one run simulated with `values` applied.
 double log_residual(const MeasuredRun& run, const scenario::FitValues& values);

@@ -19,7 +19,7 @@ namespace stratagem::tune {
 namespace {
 
 std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const SearchOptions& o,
-                                      int& invalid) {
+                                          int& invalid) {
   using scenario::Schedule;
   using scenario::Sharding;
   const int world = base.cluster.world_size();
@@ -35,7 +35,8 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
   }
   std::vector<scenario::Precision> precisions = o.precisions;
   if (o.fp8_when_available && base.cluster.gpu.peak_fp8 > 0 &&
-      std::find(precisions.begin(), precisions.end(), scenario::Precision::fp8) == precisions.end()) {
+      std::find(precisions.begin(), precisions.end(), scenario::Precision::fp8) ==
+          precisions.end()) {
     precisions.push_back(scenario::Precision::fp8);
   }
   const bool long_context = o.context_parallel_from_seq_len > 0 &&
@@ -133,8 +134,9 @@ std::string strategy_label(const scenario::Scenario& s) {
   }
   label += ", mbs " + std::to_string(st.micro_batch_size) + " × " + std::to_string(st.grad_accum);
   label += ", " + std::string(scenario::to_string(st.sharding));
-  label += ", " + std::string(st.precision == scenario::Precision::no ? "fp32"
-                                                                  : scenario::to_string(st.precision));
+  label += ", " + std::string(st.precision == scenario::Precision::no
+                                  ? "fp32"
+                                  : scenario::to_string(st.precision));
   label += ", recompute " + std::string(scenario::to_string(st.recompute));
   if (st.attention == scenario::Attention::eager) label += ", eager attention";
   return label;

@@ -15,8 +15,8 @@
 namespace stratagem::tune {
 
 struct SearchOptions {
-  std::vector<scenario::Precision> precisions = {scenario::Precision::bf16, scenario::Precision::fp16,
-                                             scenario::Precision::no};
+  std::vector<scenario::Precision> precisions = {
+      scenario::Precision::bf16, scenario::Precision::fp16, scenario::Precision::no};
   /// Adds fp8 to `precisions` when the GPU has an fp8 peak (and `precisions` lacks it).
   bool fp8_when_available = true;
   /// The attention kernels to try: flash only unless asked (eager is what old stacks ran).
@@ -24,8 +24,8 @@ struct SearchOptions {
   /// Context parallelism (cp = 2, 4, … over the ranks of a TP index) is tried from this
   /// sequence length on (shorter sequences gain nothing from splitting); 0: never.
   std::int64_t context_parallel_from_seq_len = 16384;
-  std::vector<scenario::Recompute> recomputes = {scenario::Recompute::none, scenario::Recompute::selective,
-                                             scenario::Recompute::full};
+  std::vector<scenario::Recompute> recomputes = {
+      scenario::Recompute::none, scenario::Recompute::selective, scenario::Recompute::full};
   int max_micro_batch_size = 64;
   int max_pp = 64;
   /// Branch and bound: simulate in order of an upper bound on throughput (from the compute

@@ -27,7 +27,8 @@ int pipeline_depth(const scenario::Scenario& s, int ranks) {
 // most, as Megatron-LM runs it); 0 when there is none.
 int tensor_parallel_degree(const scenario::Scenario& s) {
   for (int tp = s.cluster.gpus_per_node; tp >= 2; --tp) {
-    if (s.cluster.gpus_per_node % tp == 0 && !scenario::tensor_parallel_model_refusal(s.model, tp)) {
+    if (s.cluster.gpus_per_node % tp == 0 &&
+        !scenario::tensor_parallel_model_refusal(s.model, tp)) {
       return tp;
     }
   }
@@ -35,7 +36,7 @@ int tensor_parallel_degree(const scenario::Scenario& s) {
 }
 
 scenario::Scenario with(const scenario::Scenario& base, int dp, int pp, scenario::Schedule schedule,
-                    scenario::Sharding sharding, int tp = 1, int cp = 1) {
+                        scenario::Sharding sharding, int tp = 1, int cp = 1) {
   scenario::Scenario s = base;
   auto& st = s.strategy;
   st.dp = dp;
@@ -67,8 +68,8 @@ scenario::Scenario context_parallel(const scenario::Scenario& base, int world) {
     try {
       scenario::Scenario s = base;
       s.strategy.attention = scenario::Attention::flash;
-      s = with(s, world / cp, 1, scenario::Schedule::one_f_one_b, scenario::Sharding::fsdp_full_shard, 1,
-               cp);
+      s = with(s, world / cp, 1, scenario::Schedule::one_f_one_b,
+               scenario::Sharding::fsdp_full_shard, 1, cp);
       if (memory::estimate_memory(s).fits) return s;
       last = s;
     } catch (const SpecError& e) {

@@ -12,7 +12,7 @@ namespace stratagem::tune {
 struct Variant {
   std::string name;
   std::optional<scenario::Scenario> scenario;  ///< empty when the variant is invalid here
-  std::string error;                       ///< why it is invalid
+  std::string error;                           ///< why it is invalid
 };
 
 /// Names accepted by compare: base (the scenario as written), ddp, zero1, zero2, zero3, fsdp

@@ -92,7 +92,7 @@ int run_rank(const BenchArgs& a) {
   runtime::CommBenchOptions o;
   o.dtype = runtime::parse_bench_dtype(a.dtype, "-d");
   o.sizes = scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"),
-                             scenario::parse_size(a.max_bytes, "-e"), a.factor);
+                                 scenario::parse_size(a.max_bytes, "-e"), a.factor);
   o.warmup = a.warmup;
   o.iters = a.iters;
   o.check = a.check != 0;
@@ -151,8 +151,8 @@ int run(BenchArgs& a) {
   // Check the flags here rather than in every rank.
   (void)backend_of(a);
   (void)runtime::parse_bench_dtype(a.dtype, "-d");
-  (void)scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"), scenario::parse_size(a.max_bytes, "-e"),
-                         a.factor);
+  (void)scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"),
+                             scenario::parse_size(a.max_bytes, "-e"), a.factor);
   for (const auto& name : a.ops) (void)scenario::parse_comm_op(name, "--op");
   if (a.root < 0 || a.root >= a.launch.num_processes * a.launch.num_machines) {
     throw SpecError("--root", "must be a rank of the job");

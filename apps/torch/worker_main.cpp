@@ -19,14 +19,14 @@
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 
+#include "engine/comm/store.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/measure/device_bench.hpp"
+#include "engine/measure/unit_timing.hpp"
 #include "engine/result/metrics.hpp"
 #include "engine/runtime/checkpoint.hpp"
-#include "engine/measure/device_bench.hpp"
-#include "engine/launch/dist_env.hpp"
-#include "engine/comm/store.hpp"
 #include "engine/runtime/host_memory.hpp"
 #include "engine/runtime/threads.hpp"
-#include "engine/measure/unit_timing.hpp"
 #include "engine/runtime/worker.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/json_reader.hpp"
@@ -44,7 +44,8 @@ nlohmann::json scenario_json(const std::string& file_or_name) {
       file_or_name.find(".json") != std::string::npos) {
     throw SpecError(file_or_name, "no such file");
   }
-  return scenario::parse_json_text(scenario::shipped_scenario_text(file_or_name), file_or_name + ".json");
+  return scenario::parse_json_text(scenario::shipped_scenario_text(file_or_name),
+                                   file_or_name + ".json");
 }
 
 scenario::Precision parse_precision(const std::string& s) {
@@ -152,8 +153,8 @@ std::string progress_line(std::int64_t step, std::int64_t steps, double loss, do
   return s.str();
 }
 
-scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int processes_per_node,
-                            bool measure_device) {
+scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes,
+                                int processes_per_node, bool measure_device) {
   nlohmann::json j = scenario_json(args.scenario);
   if (!j.is_object()) throw SpecError(args.scenario, "a scenario is a JSON object");
   if (!args.mixed_precision.empty()) {
@@ -173,7 +174,8 @@ scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, 
     // Each worker process plays one device of a CPU "cluster"; the links stay the scenario's
     // (the runtime does not read them).
     if (!j.contains("cluster")) throw SpecError("cluster", "missing required key");
-    const auto original = scenario::resolve_preset(scenario::PresetKind::cluster, j["cluster"], "cluster");
+    const auto original =
+        scenario::resolve_preset(scenario::PresetKind::cluster, j["cluster"], "cluster");
     nlohmann::json c = {{"name", "cpu"},
                         {"nodes", nodes},
                         {"gpus_per_node", processes_per_node},

@@ -41,8 +41,8 @@ struct WorkerArgs {
 /// speed is measured here (sustained fp32/bf16 matmul rate and copy bandwidth of this
 /// process's share of the machine), so MFU is relative to what this machine can do; without,
 /// the scenario's GPU description stays (enough to check the job's shape before starting it).
-scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes, int processes_per_node,
-                            bool measure_device);
+scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes,
+                                int processes_per_node, bool measure_device);
 
 /// Runs this process's rank to the end; returns the exit code (errors are thrown).
 int run_worker(const WorkerArgs& args);

@@ -19,10 +19,10 @@
 
 #include <torch/torch.h>
 
+#include "engine/comm/inproc_communicator.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/runtime/data.hpp"
 #include "engine/runtime/executor.hpp"
-#include "engine/comm/inproc_communicator.hpp"
 #include "engine/runtime/threads.hpp"
 #include "engine/scenario/scenario.hpp"
 
@@ -33,8 +33,8 @@ using namespace stratagem;
 // The validation model on one process: scenarios/validate-cpu-ddp.json with dp 1 (4
 // micro-batches of 4 sequences of 128 tokens).
 scenario::Scenario bench_scenario() {
-  scenario::Scenario s =
-      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
+  scenario::Scenario s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                                 "/scenarios/validate-cpu-ddp.json");
   s.strategy.dp = 1;
   s.strategy.grad_accum = 4;
   s.cluster.gpus_per_node = 1;

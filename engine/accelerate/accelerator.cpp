@@ -192,7 +192,8 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
                         " processes (a multiple of the stages: one stage per process, "
                         "processes / stages data-parallel pipelines)");
   }
-  if (options_.sharding != scenario::Sharding::none && options_.sharding != scenario::Sharding::zero1) {
+  if (options_.sharding != scenario::Sharding::none &&
+      options_.sharding != scenario::Sharding::zero1) {
     // As DeepSpeed: a stage accumulates full gradients over its micro-batches, so only the
     // optimizer states can be sharded (the scenario format refuses the same).
     throw SpecError(

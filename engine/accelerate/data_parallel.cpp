@@ -219,8 +219,8 @@ void DataParallel::launch(std::size_t g) {
   if (options_.mixed_precision != scenario::Precision::no && G.grad.scalar_type() == at::kFloat) {
     // 16-bit gradients where parameters stay fp32: values round to fp16 / bf16 as they would
     // be communicated, and fp16 overflows to inf, which the loss scaler then sees.
-    G.grad.copy_(
-        G.grad.to(options_.mixed_precision == scenario::Precision::fp16 ? at::kHalf : at::kBFloat16));
+    G.grad.copy_(G.grad.to(options_.mixed_precision == scenario::Precision::fp16 ? at::kHalf
+                                                                                 : at::kBFloat16));
   }
   if (sharding_ == scenario::Sharding::fsdp_full_shard) {
     G.free_full();  // this backward is done with them

@@ -66,10 +66,11 @@ void Accelerator::check_usage(UsagePoint at) {
                            "the gradients of every process)");
   }
   if (dp_->sharded() && !optimizer_->original().state().empty()) {
-    throw SpecError(where, "the optimizer given to prepare() was stepped: step the one "
-                           "prepare() returned (under " +
-                               std::string(scenario::to_string(options_.sharding)) +
-                               " it updates this process's shard and gathers the rest)");
+    throw SpecError(where,
+                    "the optimizer given to prepare() was stepped: step the one "
+                    "prepare() returned (under " +
+                        std::string(scenario::to_string(options_.sharding)) +
+                        " it updates this process's shard and gathers the rest)");
   }
   if (at == UsagePoint::backward && !stepped_since_sync_ && !pipeline_) {
     throw SpecError(where, "a second backward after gradients were synced, with no step of "

@@ -63,11 +63,12 @@ std::vector<BlockCandidate> find_blocks(torch::nn::Module& model, const DataPara
 }
 
 scenario::MeasuredModel attribute_forward(const std::vector<ProfiledEvent>& events,
-                                      const std::vector<GraphNode>& graph,
-                                      const std::vector<int>& owner,
-                                      const std::vector<std::int64_t>& numel,
-                                      const std::vector<std::string>& blocks,
-                                      std::int64_t samples, std::vector<std::uint64_t>* last_ops) {
+                                          const std::vector<GraphNode>& graph,
+                                          const std::vector<int>& owner,
+                                          const std::vector<std::int64_t>& numel,
+                                          const std::vector<std::string>& blocks,
+                                          std::int64_t samples,
+                                          std::vector<std::uint64_t>* last_ops) {
   const int B = static_cast<int>(blocks.size());
   // Where in the event list the op with autograd sequence number s started: the first op
   // that peeked a number >= s (ops peek the number their autograd node will take).

@@ -39,11 +39,12 @@ std::vector<BlockCandidate> find_blocks(torch::nn::Module& model, const DataPara
 /// Returns the model with input, blocks (in the order the forward ran them) and output, and in
 /// `last_ops` each block's last autograd op (sequence number; its output is the boundary).
 scenario::MeasuredModel attribute_forward(const std::vector<runtime::compat::ProfiledEvent>& events,
-                                      const std::vector<runtime::compat::GraphNode>& graph,
-                                      const std::vector<int>& owner,
-                                      const std::vector<std::int64_t>& numel,
-                                      const std::vector<std::string>& blocks,
-                                      std::int64_t samples, std::vector<std::uint64_t>* last_ops);
+                                          const std::vector<runtime::compat::GraphNode>& graph,
+                                          const std::vector<int>& owner,
+                                          const std::vector<std::int64_t>& numel,
+                                          const std::vector<std::string>& blocks,
+                                          std::int64_t samples,
+                                          std::vector<std::uint64_t>* last_ops);
 
 /// Measures one forward at a time: arm() before it (restarting the profiler if it was on),
 /// finish() with its loss. The profiler runs only between the two.

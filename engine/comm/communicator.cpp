@@ -1,10 +1,10 @@
 #include "engine/comm/communicator.hpp"
 
-#include "engine/launch/dist_env.hpp"
 #include "engine/comm/gloo_communicator.hpp"
-#include "engine/comm/store.hpp"
-#include "engine/scenario/error.hpp"
 #include "engine/comm/nccl_backend.hpp"
+#include "engine/comm/store.hpp"
+#include "engine/launch/dist_env.hpp"
+#include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {
 

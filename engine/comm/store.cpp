@@ -5,8 +5,8 @@
 #include <sstream>
 #include <thread>
 
-#include "engine/launch/ports.hpp"
 #include "engine/comm/torch_compat.hpp"
+#include "engine/launch/ports.hpp"
 #include "engine/scenario/error.hpp"
 
 namespace stratagem::runtime {

@@ -15,16 +15,16 @@
 #include <ATen/Parallel.h>
 #include <torch/version.h>
 
-#include "engine/measure/stopwatch.hpp"
-#include "engine/result/metrics.hpp"
 #include "engine/measure/cold_start.hpp"
-#include "engine/measure/compute_contention.hpp"
 #include "engine/measure/commbench.hpp"
+#include "engine/measure/compute_contention.hpp"
 #include "engine/measure/device_bench.hpp"
-#include "engine/scenario/host.hpp"
+#include "engine/measure/stopwatch.hpp"
 #include "engine/measure/unit_timing.hpp"
+#include "engine/result/metrics.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/fit.hpp"
+#include "engine/scenario/host.hpp"
 #include "engine/scenario/units.hpp"
 
 namespace stratagem::runtime {
@@ -155,7 +155,8 @@ class Calibration {
 
   std::vector<scenario::DType> dtypes() const {
     if (o_.device.is_cpu()) return {scenario::DType::fp32, scenario::DType::bf16};
-    return {scenario::DType::fp32, scenario::DType::tf32, scenario::DType::fp16, scenario::DType::bf16};
+    return {scenario::DType::fp32, scenario::DType::tf32, scenario::DType::fp16,
+            scenario::DType::bf16};
   }
 
   scenario::DeviceProfile device() {
@@ -215,7 +216,8 @@ class Calibration {
     return d;
   }
 
-  scenario::CommProfile fit_comm(scenario::CommOp op, const std::vector<scenario::SizePoint>& points) const {
+  scenario::CommProfile fit_comm(scenario::CommOp op,
+                                 const std::vector<scenario::SizePoint>& points) const {
     std::vector<double> x, y;
     for (const auto& p : points) {
       x.push_back(p.bytes);
@@ -425,8 +427,8 @@ class Calibration {
     double rate_with = 0;
     const double comm_alone = comm_time(scenario::CommOp::all_reduce, false, nullptr);
     const double comm_elapsed = comm_time(scenario::CommOp::all_reduce, true, &rate_with) * ops;
-    for (scenario::CommOp op :
-         {scenario::CommOp::all_reduce, scenario::CommOp::reduce_scatter, scenario::CommOp::all_gather}) {
+    for (scenario::CommOp op : {scenario::CommOp::all_reduce, scenario::CommOp::reduce_scatter,
+                                scenario::CommOp::all_gather}) {
       const double alone = max(comm_time(op, false, nullptr));
       const double with = max(comm_time(op, true, nullptr));
       ov.comm_slowdown_during_compute_by_op[op] = std::max(0.0, with / std::max(alone, 1e-12) - 1);
@@ -483,7 +485,7 @@ std::vector<GemmShape> model_gemms(const scenario::Scenario& s) {
 }
 
 scenario::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
-                                const std::function<void(const std::string&)>& log) {
+                                    const std::function<void(const std::string&)>& log) {
   return Calibration(comm, options, log).run();
 }
 

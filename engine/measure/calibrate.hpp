@@ -46,6 +46,6 @@ std::vector<GemmShape> model_gemms(const scenario::Scenario& s);
 
 /// Measures and fits; `log` receives progress lines (rank 0 prints them).
 scenario::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
-                                const std::function<void(const std::string&)>& log = {});
+                                    const std::function<void(const std::string&)>& log = {});
 
 }  // namespace stratagem::runtime

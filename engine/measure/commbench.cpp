@@ -210,7 +210,8 @@ class Bench {
 };
 
 const char* redop_name(scenario::CommOp op) {
-  return op == scenario::CommOp::all_reduce || op == scenario::CommOp::reduce_scatter ? "sum" : "none";
+  return op == scenario::CommOp::all_reduce || op == scenario::CommOp::reduce_scatter ? "sum"
+                                                                                      : "none";
 }
 
 }  // namespace
@@ -263,9 +264,9 @@ std::vector<CommBenchRow> run_commbench(Communicator& comm, const CommBenchOptio
 }
 
 std::string commbench_header(const CommBenchOptions& o, int world_size) {
-  const char* placement = o.op == scenario::CommOp::all_reduce || o.op == scenario::CommOp::broadcast
-                              ? "in-place"
-                              : "out-of-place";
+  const char* placement =
+      o.op == scenario::CommOp::all_reduce || o.op == scenario::CommOp::broadcast ? "in-place"
+                                                                                  : "out-of-place";
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "# %s, %d rank%s, %s; busbw factor %.4g\n"

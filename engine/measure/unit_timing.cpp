@@ -7,11 +7,11 @@
 
 #include <ATen/ATen.h>
 
-#include "engine/plan/builder.hpp"
-#include "engine/result/metrics.hpp"
 #include "engine/comm/communicator.hpp"
 #include "engine/measure/device_bench.hpp"
 #include "engine/measure/tp_chain_timing.hpp"
+#include "engine/plan/builder.hpp"
+#include "engine/result/metrics.hpp"
 #include "engine/runtime/executor_state.hpp"
 #include "engine/runtime/model_layout.hpp"
 #include "engine/runtime/model_units.hpp"
@@ -19,7 +19,8 @@
 
 namespace stratagem::runtime {
 
-std::function<void()> block_workload(const scenario::Scenario& scenario, const c10::Device& device) {
+std::function<void()> block_workload(const scenario::Scenario& scenario,
+                                     const c10::Device& device) {
   check_runtime_model(scenario.model);
   auto units =
       std::make_shared<GptUnits>(scenario.model, scenario.training.seq_len, false,
@@ -38,7 +39,7 @@ std::function<void()> block_workload(const scenario::Scenario& scenario, const c
 }
 
 scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const c10::Device& device,
-                                  int repetitions) {
+                                      int repetitions) {
   check_runtime_model(scenario.model);
   // One block is enough: blocks are identical. The executor's own state holds the parameters,
   // gradients and optimizer states, so the update timed is the one training runs.
@@ -92,8 +93,8 @@ scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const 
     const at::Tensor x1 = units.to_boundary(a1.output);
     synchronize(x1);
     at_[2] = Clock::now();
-    UnitActivation ah =
-        units.forward(head, state.unit_params(head), borrowed, x1, targets, scenario::Recompute::none);
+    UnitActivation ah = units.forward(head, state.unit_params(head), borrowed, x1, targets,
+                                      scenario::Recompute::none);
     synchronize(ah.output);
     at_[3] = Clock::now();
     UnitGrads gh = units.backward(ah, scale);
@@ -135,8 +136,9 @@ scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const 
   return m;
 }
 
-scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario, Communicator& comm,
-                                               const c10::Device& device, int repetitions) {
+scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario,
+                                                   Communicator& comm, const c10::Device& device,
+                                                   int repetitions) {
   comm.barrier({});
   const scenario::MeasuredUnits mine = measure_units(scenario, device, repetitions);
   // Every rank's figures on every rank, then one average (the same everywhere).

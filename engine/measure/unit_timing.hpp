@@ -23,14 +23,15 @@ std::function<void()> block_workload(const scenario::Scenario& scenario, const c
 /// the runtime cannot build (encoders, the quick form). With tensor parallelism (tp > 1) the
 /// units are TP rank 0's shard, each timed over its whole chain (engine/measure/tp_chain_timing.hpp).
 scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const c10::Device& device,
-                                  int repetitions);
+                                      int repetitions);
 
 class Communicator;
 
 /// measure_units on every rank of `comm` at once (as training runs them: every process busy),
 /// averaged over the ranks; `jitter_cv` pools the ranks' own spreads, `rank_cv` is the spread
 /// of their means. Every rank must call it; every rank gets the same result.
-scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario, Communicator& comm,
-                                               const c10::Device& device, int repetitions);
+scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario,
+                                                   Communicator& comm, const c10::Device& device,
+                                                   int repetitions);
 
 }  // namespace stratagem::runtime

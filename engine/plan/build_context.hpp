@@ -34,7 +34,9 @@ struct BuildContext {
   const Layout& layout() const { return plan.layout; }
   int group_size(int g) const { return static_cast<int>(plan.groups[g].ranks.size()); }
   /// Bytes per element of parameters, gradients and activations as computed.
-  double compute_bytes() const { return scenario::compute_param_bytes(scenario.strategy.precision); }
+  double compute_bytes() const {
+    return scenario::compute_param_bytes(scenario.strategy.precision);
+  }
   /// Parameters of the units a stage runs (all its chunks), on one tensor-parallel rank.
   double stage_params(int stage) const;
   double units_params(int u0, int u1) const;

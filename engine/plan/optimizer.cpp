@@ -20,7 +20,8 @@ Compute optimizer_op(const BuildContext& ctx, int rank, int stage) {
   Compute c;
   c.phase = Phase::optimizer;
   c.stage = stage;
-  c.flops = psi * (st.optimizer == scenario::Optimizer::sgd ? kSgdFlopsPerParam : kAdamFlopsPerParam);
+  c.flops =
+      psi * (st.optimizer == scenario::Optimizer::sgd ? kSgdFlopsPerParam : kAdamFlopsPerParam);
   // Read the gradient, read+write master and states, write the compute copy.
   c.bytes = psi * (pc + 2.0 * master + 2.0 * states + pc);
   c.kernels = 4;

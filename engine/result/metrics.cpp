@@ -149,7 +149,8 @@ Metrics compute_metrics(const RunResult& r, double model_flops_per_step) {
   const auto& s = r.scenario;
   // The peak the GEMMs aim at: tf32 for fp32 training with tf32; bf16 under fp8 (as people
   // quote fp8 MFU against the 16-bit peak).
-  m.peak_flops.dtype = s.strategy.tf32 ? scenario::DType::tf32 : scenario::compute_dtype(s.strategy.precision);
+  m.peak_flops.dtype =
+      s.strategy.tf32 ? scenario::DType::tf32 : scenario::compute_dtype(s.strategy.precision);
   m.peak_flops.flops_per_s = s.cluster.gpu.peak(m.peak_flops.dtype);
   if (world > 0) {
     m.exposed_comm_s = exposed_sum / world;

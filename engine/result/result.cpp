@@ -186,18 +186,18 @@ nlohmann::json metrics_to_json(const Metrics& m) {
   for (int c = 0; c < kCommCategoryCount; ++c) {
     comm[to_string(static_cast<CommCategory>(c))] = m.comm_bytes[c];
   }
-  nlohmann::json j = {
-      {"step_time_s", m.step_time_s},
-      {"samples_per_s", m.samples_per_s},
-      {"tokens_per_s", m.tokens_per_s},
-      {"model_flops_per_step", m.model_flops_per_step},
-      {"mfu", m.mfu},
-      {"peak_flops",
-       {{"flops_per_s", m.peak_flops.flops_per_s}, {"dtype", scenario::to_string(m.peak_flops.dtype)}}},
-      {"bubble_fraction", m.bubble_fraction},
-      {"exposed_comm_s", m.exposed_comm_s},
-      {"comm_s", m.comm_s},
-      {"comm_bytes", std::move(comm)}};
+  nlohmann::json j = {{"step_time_s", m.step_time_s},
+                      {"samples_per_s", m.samples_per_s},
+                      {"tokens_per_s", m.tokens_per_s},
+                      {"model_flops_per_step", m.model_flops_per_step},
+                      {"mfu", m.mfu},
+                      {"peak_flops",
+                       {{"flops_per_s", m.peak_flops.flops_per_s},
+                        {"dtype", scenario::to_string(m.peak_flops.dtype)}}},
+                      {"bubble_fraction", m.bubble_fraction},
+                      {"exposed_comm_s", m.exposed_comm_s},
+                      {"comm_s", m.comm_s},
+                      {"comm_bytes", std::move(comm)}};
   if (!m.losses.empty()) j["losses"] = m.losses;
   if (!m.step_times_s.empty()) j["step_times_s"] = m.step_times_s;
   return j;

@@ -58,9 +58,12 @@ nlohmann::json scaler_json(const DynamicLossScaler* scaler) {
 }  // namespace
 
 std::string scenario_fingerprint(const scenario::Scenario& s) {
-  nlohmann::json j = {{"model", scenario::to_json(s.model)}, {"strategy", scenario::to_json(s.strategy)},
-                      {"seq_len", s.training.seq_len},   {"global_batch", s.training.global_batch},
-                      {"seed", s.training.seed},         {"world", s.world_size()}};
+  nlohmann::json j = {{"model", scenario::to_json(s.model)},
+                      {"strategy", scenario::to_json(s.strategy)},
+                      {"seq_len", s.training.seq_len},
+                      {"global_batch", s.training.global_batch},
+                      {"seed", s.training.seed},
+                      {"world", s.world_size()}};
   const std::string text = j.dump();
   return hex(fnv1a(text.data(), text.size()));
 }

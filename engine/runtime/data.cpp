@@ -119,8 +119,8 @@ std::unique_ptr<DataSource> make_text_data(const std::string& path, std::int64_t
   return std::make_unique<TextData>(path, std::move(bytes), seed);
 }
 
-std::int64_t sample_index(const scenario::Scenario& s, std::int64_t step, int dp_index, int microbatch,
-                          int row) {
+std::int64_t sample_index(const scenario::Scenario& s, std::int64_t step, int dp_index,
+                          int microbatch, int row) {
   const std::int64_t mbs = s.strategy.micro_batch_size;
   return step * s.training.global_batch + dp_index * mbs * s.strategy.grad_accum +
          microbatch * mbs + row;

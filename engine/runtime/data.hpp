@@ -41,8 +41,8 @@ std::unique_ptr<DataSource> make_text_data(const std::string& path, std::int64_t
 
 /// The global sample index of row `row` of micro-batch `microbatch` on data-parallel rank
 /// `dp_index` in step `step` (the mapping above).
-std::int64_t sample_index(const scenario::Scenario& s, std::int64_t step, int dp_index, int microbatch,
-                          int row);
+std::int64_t sample_index(const scenario::Scenario& s, std::int64_t step, int dp_index,
+                          int microbatch, int row);
 
 /// Tokens of one micro-batch, row-major [micro_batch_size, seq_len + 1].
 std::vector<std::int64_t> microbatch_tokens(const DataSource& data, const scenario::Scenario& s,

@@ -60,8 +60,9 @@ void Executor::Run::forward(const plan::Op& op, const plan::Compute& c) {
     const std::int64_t s = plan.scenario.training.seq_len;
     at::Tensor input = u == 0 ? tokens.narrow(1, 0, s) : x;
     at::Tensor targets = u == head_unit ? tokens.narrow(1, 1, s) : at::Tensor();
-    const auto rc = recomputed.count(unit_key(c.microbatch, u)) ? scenario::effective_recompute(plan.scenario.strategy)
-                                                                : scenario::Recompute::none;
+    const auto rc = recomputed.count(unit_key(c.microbatch, u))
+                        ? scenario::effective_recompute(plan.scenario.strategy)
+                        : scenario::Recompute::none;
     const std::int64_t before = meter.live_bytes();
     UnitActivation act =
         units.forward(u, state.unit_params(u), borrowed_table(u), input, targets, rc);

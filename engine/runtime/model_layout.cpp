@@ -139,8 +139,8 @@ std::int64_t vocab_shard_rows(const scenario::ModelSpec& m, int tp) {
   return scenario::padded_vocab(m, tp) / tp;
 }
 
-std::vector<UnitLayout> gpt_unit_layouts(const scenario::ModelSpec& m, bool head_owns_embedding_copy,
-                                         TpShard tp) {
+std::vector<UnitLayout> gpt_unit_layouts(const scenario::ModelSpec& m,
+                                         bool head_owns_embedding_copy, TpShard tp) {
   check_runtime_model(m);
   if (tp.size > 1 && (m.heads % tp.size != 0 || m.kv_heads % tp.size != 0)) {
     throw SpecError("strategy.tp", "tp = " + std::to_string(tp.size) +

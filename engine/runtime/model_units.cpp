@@ -47,8 +47,8 @@ Numerics Numerics::of(const scenario::StrategySpec& strategy, const c10::Device&
 }
 
 GptUnits::GptUnits(const scenario::ModelSpec& model, std::int64_t seq_len,
-                   bool head_owns_embedding_copy, Numerics numerics, c10::Device device,
-                   TpShard tp, bool sequence_parallel)
+                   bool head_owns_embedding_copy, Numerics numerics, c10::Device device, TpShard tp,
+                   bool sequence_parallel)
     : model_(model),
       seq_len_(seq_len),
       tp_(tp),

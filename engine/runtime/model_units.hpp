@@ -66,8 +66,7 @@ class GptUnits {
   /// `tp.size` > 1 the units hold one TP rank's share and run through TpUnitRun
   /// (tp_units.hpp); `sequence_parallel` splits their boundaries along the sequence.
   GptUnits(const scenario::ModelSpec& model, std::int64_t seq_len, bool head_owns_embedding_copy,
-           Numerics numerics, c10::Device device, TpShard tp = {},
-           bool sequence_parallel = false);
+           Numerics numerics, c10::Device device, TpShard tp = {}, bool sequence_parallel = false);
 
   int count() const { return static_cast<int>(layouts_.size()); }
   const UnitLayout& layout(int unit) const { return layouts_[unit]; }

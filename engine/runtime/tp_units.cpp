@@ -24,12 +24,14 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 }  // namespace
 
 TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
-                     const at::Tensor& borrowed, const at::Tensor& input,
-                     const at::Tensor& targets, scenario::Recompute recompute)
+                     const at::Tensor& borrowed, const at::Tensor& input, const at::Tensor& targets,
+                     scenario::Recompute recompute)
     : u_(units),
       layout_(units.layout(unit)),
       unit_(unit),
-      kind_(unit == 0 ? Kind::embedding : unit == units.head_unit() ? Kind::head : Kind::block),
+      kind_(unit == 0                   ? Kind::embedding
+            : unit == units.head_unit() ? Kind::head
+                                        : Kind::block),
       recompute_(kind_ == Kind::block ? recompute : scenario::Recompute::none),
       sp_(units.sequence_parallel()),
       params_(params),

@@ -70,8 +70,8 @@ double GpuSpec::attention_efficiency(bool backward) const {
 }
 
 std::optional<double> GpuSpec::attention_kernel_efficiency(const std::string& kernel,
-                                                            double head_dim, bool causal,
-                                                            double seq) const {
+                                                           double head_dim, bool causal,
+                                                           double seq) const {
   const auto it = attention_kernels.find(kernel);
   if (it == attention_kernels.end()) return std::nullopt;
   return attention_curves_efficiency(it->second, head_dim, causal, seq);
@@ -409,7 +409,9 @@ nlohmann::json to_json(const GpuSpec& g) {
     for (const auto& [name, curves] : g.attention_kernels) {
       nlohmann::json list = nlohmann::json::array();
       for (const auto& c : curves) {
-        list.push_back({{"head_dim", c.head_dim}, {"causal", c.causal}, {"max", c.max},
+        list.push_back({{"head_dim", c.head_dim},
+                        {"causal", c.causal},
+                        {"max", c.max},
                         {"half_seq", c.half_seq}});
       }
       ak[name] = std::move(list);

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <fstream>
 
-#include "engine/scenario/error.hpp"
 #include "engine/scenario/document_format.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/scenario/json_reader.hpp"
 #include "engine/scenario/profile.hpp"
 
@@ -20,18 +20,28 @@ constexpr FitParam kParams[] = {FitParam::gemm,       FitParam::attention,
 
 const char* to_string(FitParam p) {
   switch (p) {
-    case FitParam::gemm: return "gemm_scale";
-    case FitParam::attention: return "attention_scale";
-    case FitParam::hbm: return "hbm_scale";
-    case FitParam::intra_link: return "intra_link_scale";
-    case FitParam::inter_link: return "inter_link_scale";
-    case FitParam::comm_compute_slowdown: return "comm_compute_slowdown";
+    case FitParam::gemm:
+      return "gemm_scale";
+    case FitParam::attention:
+      return "attention_scale";
+    case FitParam::hbm:
+      return "hbm_scale";
+    case FitParam::intra_link:
+      return "intra_link_scale";
+    case FitParam::inter_link:
+      return "inter_link_scale";
+    case FitParam::comm_compute_slowdown:
+      return "comm_compute_slowdown";
   }
   return "?";
 }
 
-bool is_scale(FitParam p) { return p != FitParam::comm_compute_slowdown; }
-double neutral_value(FitParam p) { return is_scale(p) ? 1.0 : 0.0; }
+bool is_scale(FitParam p) {
+  return p != FitParam::comm_compute_slowdown;
+}
+double neutral_value(FitParam p) {
+  return is_scale(p) ? 1.0 : 0.0;
+}
 
 FitValues neutral_values() {
   FitValues v{};
@@ -141,8 +151,8 @@ nlohmann::json to_json(const FittedProfile& p) {
     nlohmann::json params = nlohmann::json::object();
     for (FitParam fp : kParams) {
       const FittedValue& v = g.parameters[static_cast<int>(fp)];
-      params[to_string(fp)] = {{"value", v.value}, {"stderr", v.stderr_},
-                               {"determined", v.determined}};
+      params[to_string(fp)] = {
+          {"value", v.value}, {"stderr", v.stderr_}, {"determined", v.determined}};
     }
     gpus[g.gpu] = {{"runs", g.runs},
                    {"parameters", params},
@@ -152,9 +162,12 @@ nlohmann::json to_json(const FittedProfile& p) {
                    {"bias_before", g.bias_before},
                    {"bias_after", g.bias_after}};
   }
-  return {{"format", kFittedProfileFormat}, {"version", kFittedProfileVersion},
-          {"name", p.name},                 {"measured", p.measured},
-          {"date", p.date},                 {"gpus", gpus}};
+  return {{"format", kFittedProfileFormat},
+          {"version", kFittedProfileVersion},
+          {"name", p.name},
+          {"measured", p.measured},
+          {"date", p.date},
+          {"gpus", gpus}};
 }
 
 void save_fitted_profile(const FittedProfile& p, const std::string& file) {

@@ -101,7 +101,7 @@ std::filesystem::path cache_dir() {
 std::filesystem::path host_profile_path(int processes) {
   if (processes < 1) throw SpecError("--num_processes", "must be >= 1");
   return cache_dir() / ("cpu-m" + std::to_string(kHostMeasurementVersion) + "-" + host_key() +
-                         "-x" + std::to_string(processes) + ".json");
+                        "-x" + std::to_string(processes) + ".json");
 }
 
 }  // namespace stratagem::scenario

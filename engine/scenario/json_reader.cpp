@@ -201,12 +201,15 @@ const nlohmann::json* ObjectReader::find(const std::string& key) {
   auto it = object_.find(key);
   if (it == object_.end()) return nullptr;
   if (it->is_null()) {
-    throw SpecError(child_path(key), "null is not a value here (leave the key out for its default)");
+    throw SpecError(child_path(key),
+                    "null is not a value here (leave the key out for its default)");
   }
   return &*it;
 }
 
-bool ObjectReader::has(const std::string& key) { return find(key) != nullptr; }
+bool ObjectReader::has(const std::string& key) {
+  return find(key) != nullptr;
+}
 
 const nlohmann::json& ObjectReader::at(const std::string& key) {
   const nlohmann::json* value = find(key);

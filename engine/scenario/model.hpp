@@ -116,7 +116,7 @@ struct ActivationLayout {
   int tp = 1;
   bool sequence_parallel = false;
   int cp = 1;
-  bool flash = false;      ///< fused attention: no s×s tensors, a fp32 log-sum-exp per row
+  bool flash = false;       ///< fused attention: no s×s tensors, a fp32 log-sum-exp per row
   bool fp8_inputs = false;  ///< the linear layers' inputs saved in fp8 (1 byte, not 2)
 };
 

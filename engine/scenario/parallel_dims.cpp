@@ -37,10 +37,10 @@ void validate_context_parallel(const Scenario& s) {
                         str(s.training.seq_len) + " is not a multiple");
   }
   if (st.sequence_parallel && (s.training.seq_len / st.cp) % st.tp != 0) {
-    throw SpecError("training.seq_len",
-                    "with cp = " + str(st.cp) + " and sequence parallelism over tp = " +
-                        str(st.tp) + ", seq_len / cp = " + str(s.training.seq_len / st.cp) +
-                        " must be a multiple of tp");
+    throw SpecError("training.seq_len", "with cp = " + str(st.cp) +
+                                            " and sequence parallelism over tp = " + str(st.tp) +
+                                            ", seq_len / cp = " + str(s.training.seq_len / st.cp) +
+                                            " must be a multiple of tp");
   }
 }
 

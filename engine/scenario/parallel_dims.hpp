@@ -3,9 +3,9 @@
 // world = dp × tp × cp × pp must equal the cluster's GPUs (computed without overflow), and each
 // axis must fit the model and the cluster:
 //  * tp divides heads, kv_heads (each rank holds whole GQA groups), ffn_hidden and
-//    gpus_per_node or the NVLink domain (NVL72) (a TP group spanning nodes would put two all-reduces per block per
-//    direction on the inter-node links, an order of magnitude slower than NVLink, so it is
-//    refused, as Megatron-LM's users keep TP inside a node);
+//    gpus_per_node or the NVLink domain (NVL72) (a TP group spanning nodes would put two
+//    all-reduces per block per direction on the inter-node links, an order of magnitude slower than
+//    NVLink, so it is refused, as Megatron-LM's users keep TP inside a node);
 //  * tp needs the model's transformer shape (a quick-form or measured model has no heads or
 //    MLP to split);
 //  * sequence_parallel needs tp > 1 and seq_len divisible by tp;

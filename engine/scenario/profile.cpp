@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "engine/scenario/error.hpp"
 #include "engine/scenario/document_format.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/scenario/json_reader.hpp"
 #include "engine/scenario/scenario.hpp"
 
@@ -330,9 +330,9 @@ std::string unit_shape_key(const Scenario& s) {
          std::to_string(s.training.seq_len) + " b" + std::to_string(s.strategy.micro_batch_size) +
          " " + to_string(s.strategy.precision) +
          // One TP rank's shard of each unit, measured as its chain runs (unit_timing.hpp).
-         (s.strategy.tp > 1 ? " tp" + std::to_string(s.strategy.tp) +
-                                  (s.strategy.sequence_parallel ? " sp" : "")
-                            : "");
+         (s.strategy.tp > 1
+              ? " tp" + std::to_string(s.strategy.tp) + (s.strategy.sequence_parallel ? " sp" : "")
+              : "");
 }
 
 std::optional<CommCalibration> profile_calibration(const HardwareProfile& p) {

@@ -55,8 +55,8 @@ void validate(Scenario& s) {
     }
     throw SpecError("strategy.attention_kernel",
                     std::string(to_string(st.attention_kernel)) + " has no published figures for " +
-                        s.cluster.gpu.name + " in its preset (it has: " +
-                        (have.empty() ? "none" : have) +
+                        s.cluster.gpu.name +
+                        " in its preset (it has: " + (have.empty() ? "none" : have) +
                         "); add cluster.gpu.attention_kernels or use fa2");
   }
   if (st.pp > s.model.layers) {
@@ -67,18 +67,17 @@ void validate(Scenario& s) {
     if (st.pp < 2) throw SpecError("strategy.schedule", "the interleaved schedule needs pp >= 2");
     // Megatron divides the layers, with the embedding and loss where they count as layers.
     const std::int64_t layers = st.split_layers(s.model.layers);
-    const std::string counted =
-        layers == s.model.layers
-            ? " layers"
-            : " layer-equivalents (" + str(s.model.layers) + " blocks" +
-                  (st.embedding_as_layer ? " + embedding" : "") +
-                  (st.loss_as_layer ? " + loss" : "") + ")";
+    const std::string counted = layers == s.model.layers
+                                    ? " layers"
+                                    : " layer-equivalents (" + str(s.model.layers) + " blocks" +
+                                          (st.embedding_as_layer ? " + embedding" : "") +
+                                          (st.loss_as_layer ? " + loss" : "") + ")";
     if (layers % st.pp != 0 || (layers / st.pp) % st.chunks != 0) {
-      throw SpecError("strategy.chunks",
-                      "chunks = " + str(st.chunks) + " must divide the layers per stage (" +
-                          str(layers) + counted + " / pp " + str(st.pp) +
-                          (layers % st.pp ? ", which is not whole)"
-                                          : " = " + str(layers / st.pp) + ")"));
+      throw SpecError(
+          "strategy.chunks",
+          "chunks = " + str(st.chunks) + " must divide the layers per stage (" + str(layers) +
+              counted + " / pp " + str(st.pp) +
+              (layers % st.pp ? ", which is not whole)" : " = " + str(layers / st.pp) + ")"));
     }
   }
   if ((st.embedding_as_layer || st.loss_as_layer) && st.pp < 2) {
@@ -97,8 +96,8 @@ void validate(Scenario& s) {
           require_grad_accum(s.training.global_batch, st.micro_batch_size, st.dp);
       if (m > kMaxMicroBatches) {
         throw SpecError("training.global_batch",
-                        str(s.training.global_batch) + " / (micro_batch_size × dp = " +
-                            str(per_accum) + ") = " + str(m) +
+                        str(s.training.global_batch) +
+                            " / (micro_batch_size × dp = " + str(per_accum) + ") = " + str(m) +
                             " micro-batches per step, more than the " + str(kMaxMicroBatches) +
                             " a plan may hold; raise micro_batch_size or dp");
       }

@@ -57,9 +57,12 @@ const char* to_string(Attention a) {
 
 const char* to_string(AttentionKernel k) {
   switch (k) {
-    case AttentionKernel::fa2: return "fa2";
-    case AttentionKernel::fa1: return "fa1";
-    case AttentionKernel::triton: return "triton";
+    case AttentionKernel::fa2:
+      return "fa2";
+    case AttentionKernel::fa1:
+      return "fa1";
+    case AttentionKernel::triton:
+      return "triton";
   }
   return "?";
 }
@@ -137,9 +140,8 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 10));
   s.sequence_parallel = r.boolean_or("sequence_parallel", false);
   s.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 10));
-  s.attention = r.choice_or("attention", "flash", {"flash", "eager"}) == "eager"
-                    ? Attention::eager
-                    : Attention::flash;
+  s.attention = r.choice_or("attention", "flash", {"flash", "eager"}) == "eager" ? Attention::eager
+                                                                                 : Attention::flash;
   if (r.has("attention_kernel")) {
     const std::string k = r.choice("attention_kernel", {"fa2", "fa1", "triton"});
     s.attention_kernel = k == "fa1"      ? AttentionKernel::fa1
@@ -180,8 +182,10 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
                                : Precision::no;
   s.tf32 = r.boolean_or("tf32", false);
   if (s.tf32 && s.precision != Precision::no) {
-    throw SpecError(r.child_path("tf32"), "tf32 applies to fp32 training (mixed_precision 'no'), "
-                                          "but mixed_precision is '" + mp + "'");
+    throw SpecError(r.child_path("tf32"),
+                    "tf32 applies to fp32 training (mixed_precision 'no'), "
+                    "but mixed_precision is '" +
+                        mp + "'");
   }
   s.fp8_all_gather = r.boolean_or("fp8_all_gather", false);
   if (s.fp8_all_gather && s.precision != Precision::fp8) {
@@ -287,7 +291,8 @@ nlohmann::json to_json(const StrategySpec& s) {
   if (s.sequence_parallel) j["sequence_parallel"] = true;
   if (s.cp > 1) j["cp"] = s.cp;
   j["attention"] = to_string(s.attention);
-  if (s.attention_kernel != AttentionKernel::fa2) j["attention_kernel"] = to_string(s.attention_kernel);
+  if (s.attention_kernel != AttentionKernel::fa2)
+    j["attention_kernel"] = to_string(s.attention_kernel);
   if (s.tf32) j["tf32"] = true;
   if (s.fp8_all_gather) j["fp8_all_gather"] = true;
   if (s.precision == Precision::fp16) {

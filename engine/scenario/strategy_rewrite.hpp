@@ -19,8 +19,7 @@ namespace stratagem::scenario {
 
 /// Micro-batches per step that keep `global_batch` with `micro_batch_size` × `dp` samples per
 /// micro-batch; nullopt when they do not divide it.
-std::optional<std::int64_t> grad_accum_for(std::int64_t global_batch, int micro_batch_size,
-                                           int dp);
+std::optional<std::int64_t> grad_accum_for(std::int64_t global_batch, int micro_batch_size, int dp);
 /// The same, or SpecError("training.global_batch", …) when they do not divide it.
 std::int64_t require_grad_accum(std::int64_t global_batch, int micro_batch_size, int dp);
 /// The global batch of `micro_batches` micro-batches of `micro_batch_size` on `dp` replicas.

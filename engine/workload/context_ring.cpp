@@ -7,7 +7,8 @@ namespace stratagem::workload {
 double context_kv_bytes(const scenario::Scenario& s) {
   const auto& st = s.strategy;
   const double tokens = static_cast<double>(s.training.seq_len) * st.micro_batch_size;
-  return 2.0 * tokens * scenario::kv_dim(s.model) / st.tp * scenario::compute_param_bytes(st.precision);
+  return 2.0 * tokens * scenario::kv_dim(s.model) / st.tp *
+         scenario::compute_param_bytes(st.precision);
 }
 
 std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, scenario::DType dtype) {

@@ -15,7 +15,7 @@ TpChains::TpChains(const scenario::Scenario& s) {
   learned_positions_ = s.model.positions == scenario::PositionKind::learned;
   cp_ = st.cp;
   split_ = scenario::block_split(s.model, s.training.seq_len, st.tp, sp_,
-                             st.attention == scenario::Attention::flash);
+                                 st.attention == scenario::Attention::flash);
   // A context-parallel rank's tokens: s/cp of each sequence.
   const double tokens = static_cast<double>(s.training.seq_len) / cp_ * st.micro_batch_size;
   dtype_ = scenario::compute_dtype(st.precision);

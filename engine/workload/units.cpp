@@ -108,9 +108,9 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
     block.causal = m.kind == scenario::ModelKind::decoder;
   }
   const scenario::ActivationLayout act{tp, st.sequence_parallel, st.cp, flash,
-                                   st.precision == scenario::Precision::fp8};
+                                       st.precision == scenario::Precision::fp8};
   block.act_bytes = scenario::activation_bytes_per_layer(m, s.training.seq_len, st.micro_batch_size,
-                                                     recompute, elem, act);
+                                                         recompute, elem, act);
   block.full_act_bytes = scenario::activation_bytes_per_layer(
       m, s.training.seq_len, st.micro_batch_size, scenario::Recompute::none, elem, act);
   switch (recompute) {

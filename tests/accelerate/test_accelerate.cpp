@@ -15,9 +15,9 @@
 
 #include "engine/accelerate/data_loader.hpp"
 #include "engine/accelerate/options.hpp"
-#include "tests/accelerate/accel_test_util.hpp"
 #include "engine/result/result.hpp"
 #include "engine/scenario/error.hpp"
+#include "tests/accelerate/accel_test_util.hpp"
 
 namespace stratagem::test {
 namespace {

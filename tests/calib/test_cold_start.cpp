@@ -7,18 +7,18 @@
 #include <utility>
 
 #include "engine/plan/builder.hpp"
-#include "tests/calib/gloo_profile.hpp"
 #include "engine/scenario/profile.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/simulator.hpp"
+#include "tests/calib/gloo_profile.hpp"
 
 namespace stratagem::test {
 namespace {
 
 scenario::Scenario tp_with_cold_start(scenario::CommOp op, double cold_s) {
   auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
-                               "/scenarios/tp2-cpu-gpt-tiny.json");
+                                   "/scenarios/tp2-cpu-gpt-tiny.json");
   scenario::CommCalibration c;
   c.profile = "test";
   c.processes = 2;
@@ -79,9 +79,10 @@ TEST(ColdStart, TravelsFromProfileToCostModels) {
   EXPECT_DOUBLE_EQ(q.network->ops.at(scenario::CommOp::reduce_scatter).cold_start_s, 700e-6);
   EXPECT_DOUBLE_EQ(q.network->ops.at(scenario::CommOp::reduce_scatter).cold_start_bytes, 262144);
   auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
-                               "/scenarios/validate-cpu-ddp.json");
+                                   "/scenarios/validate-cpu-ddp.json");
   scenario::apply_profile(s, q);
-  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");  // the result's scenario
+  const auto again =
+      scenario::parse_scenario(scenario::to_json(s), "again");  // the result's scenario
   const auto m = sim::make_cost_models(again);
   EXPECT_DOUBLE_EQ(m.cold_start_s[static_cast<int>(scenario::CommOp::reduce_scatter)], 700e-6);
   EXPECT_DOUBLE_EQ(m.cold_start_s[static_cast<int>(scenario::CommOp::all_gather)], 0.0);

@@ -14,7 +14,8 @@ namespace stratagem::test {
 namespace {
 
 scenario::Scenario with_contention(const std::string& name, double contention) {
-  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
+  auto s =
+      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
   scenario::CommCalibration c;
   c.profile = "test";
   c.processes = 2;
@@ -70,9 +71,10 @@ TEST(Contention, TravelsFromProfileToCostModels) {
   EXPECT_DOUBLE_EQ(q.overlap.compute_contention, 0.8);
   EXPECT_DOUBLE_EQ(q.overlap.compute_each_together_s, 18e-3);
   auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
-                               "/scenarios/validate-cpu-1f1b.json");
+                                   "/scenarios/validate-cpu-1f1b.json");
   scenario::apply_profile(s, q);
-  const auto again = scenario::parse_scenario(scenario::to_json(s), "again");  // the result's scenario
+  const auto again =
+      scenario::parse_scenario(scenario::to_json(s), "again");  // the result's scenario
   const auto m = sim::make_cost_models(again);
   EXPECT_DOUBLE_EQ(m.compute_contention, 0.8);
   EXPECT_EQ(m.contention_processes, 2);

@@ -7,18 +7,19 @@
 #include <tuple>
 
 #include "engine/plan/builder.hpp"
-#include "tests/calib/gloo_profile.hpp"
 #include "engine/scenario/profile.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
 #include "sim/flow_network.hpp"
 #include "sim/simulator.hpp"
+#include "tests/calib/gloo_profile.hpp"
 
 namespace stratagem::test {
 namespace {
 
 scenario::Scenario validation_scenario(const std::string& name) {
-  return scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name + ".json");
+  return scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/" + name +
+                                 ".json");
 }
 
 scenario::MeasuredUnits units_for(const scenario::Scenario& s) {
@@ -162,13 +163,14 @@ TEST(MeasuredUnits, PerCollectiveSlowdownsTravelFromProfileToCostModels) {
   p.overlap.comm_slowdown_during_compute = 1.0;
   p.overlap.comm_slowdown_during_compute_by_op[scenario::CommOp::reduce_scatter] = 3.0;
   const auto q = scenario::parse_profile(scenario::to_json(p), "mem");
-  EXPECT_DOUBLE_EQ(q.overlap.comm_slowdown_during_compute_by_op.at(scenario::CommOp::reduce_scatter),
-                   3.0);
+  EXPECT_DOUBLE_EQ(
+      q.overlap.comm_slowdown_during_compute_by_op.at(scenario::CommOp::reduce_scatter), 3.0);
   auto s = validation_scenario("validate-cpu-zero2");
   scenario::apply_profile(s, q);
   const auto again = scenario::parse_scenario(scenario::to_json(s), "again");
   const auto m = sim::make_cost_models(again);
-  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(scenario::CommOp::reduce_scatter)], 3.0);
+  EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(scenario::CommOp::reduce_scatter)],
+                   3.0);
   EXPECT_DOUBLE_EQ(m.compute_comm_slowdown[static_cast<int>(scenario::CommOp::all_gather)], 1.0);
   EXPECT_TRUE(m.serial_collectives);
 }

@@ -24,7 +24,8 @@ using plan::TensorClass;
 constexpr double kBlock = 872, kEmbedding = 192, kHeadPp1 = 16, kHeadPp2 = 16 + 128;
 constexpr double kActBlock = 1248, kActSelective = 1088, kActFull = 64, kActHead = 320;
 
-scenario::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extra, int nodes = 1) {
+scenario::Scenario tiny(int layers, int dp, int pp, const std::string& strategy_extra,
+                        int nodes = 1) {
   const std::string text = R"({
     "name": "tiny",
     "model": {"layers": )" +

@@ -19,7 +19,7 @@ constexpr double kLinearPerBlock = 202'375'168.0;
 constexpr double kAmaxPerBlock = 4 * 3 * (1024 + 2) * 4.0;  // 4 linears × 3 tensors, fp32
 
 scenario::Scenario llama(const std::string& precision, const std::string& sharding,
-                     bool fp8_gather = false) {
+                         bool fp8_gather = false) {
   nlohmann::json j = {
       {"model", "llama2-7b"},
       {"cluster", "dgx-h100"},

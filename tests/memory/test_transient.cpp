@@ -28,7 +28,8 @@ TEST(InFlight, GPipeHoldsEveryMicroBatchOnEveryStage) {
   for (int pp : {1, 2, 4, 8}) {
     for (int m : {1, 3, 8, 16}) {
       for (int s = 0; s < pp; ++s) {
-        const auto peak = stage_transient_peak(stage_input(scenario::Schedule::gpipe, pp, s, 1, m, 2));
+        const auto peak =
+            stage_transient_peak(stage_input(scenario::Schedule::gpipe, pp, s, 1, m, 2));
         EXPECT_EQ(peak.max_in_flight, m) << "pp " << pp << " m " << m << " stage " << s;
         EXPECT_DOUBLE_EQ(peak.activations, m * 2 * kAct);
       }
@@ -54,12 +55,12 @@ TEST(InFlight, OneFOneBExamples) {
   // pp 4, m 8: stages hold 4, 3, 2, 1 micro-batches; m 2 caps the first stages at 2.
   const int expected8[] = {4, 3, 2, 1}, expected2[] = {2, 2, 2, 1};
   for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(
-        stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, 4, s, 1, 8)).max_in_flight,
-        expected8[s]);
-    EXPECT_EQ(
-        stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, 4, s, 1, 2)).max_in_flight,
-        expected2[s]);
+    EXPECT_EQ(stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, 4, s, 1, 8))
+                  .max_in_flight,
+              expected8[s]);
+    EXPECT_EQ(stage_transient_peak(stage_input(scenario::Schedule::one_f_one_b, 4, s, 1, 2))
+                  .max_in_flight,
+              expected2[s]);
   }
 }
 
@@ -93,13 +94,14 @@ TEST(InFlight, InterleavedExamples) {
   // pp 4, v 2, m 8: warm-up 10, 8, 6, 4 → 11, 9, 7, 5 chunk-micro-batches of 16.
   const int expected[] = {11, 9, 7, 5};
   for (int s = 0; s < 4; ++s) {
-    EXPECT_EQ(
-        stage_transient_peak(stage_input(scenario::Schedule::interleaved, 4, s, 2, 8)).max_in_flight,
-        expected[s]);
+    EXPECT_EQ(stage_transient_peak(stage_input(scenario::Schedule::interleaved, 4, s, 2, 8))
+                  .max_in_flight,
+              expected[s]);
   }
   // m == p: Megatron runs every forward first, so all m·v are in flight.
   EXPECT_EQ(
-      stage_transient_peak(stage_input(scenario::Schedule::interleaved, 4, 3, 2, 4)).max_in_flight, 8);
+      stage_transient_peak(stage_input(scenario::Schedule::interleaved, 4, 3, 2, 4)).max_in_flight,
+      8);
 }
 
 TEST(Recompute, OneUnitIsRebuiltAtATime) {
@@ -138,24 +140,29 @@ TEST(Gathered, ReshardKeepsThePrefetchWindow) {
   // Gathers run F: 10, 20, 40 then B: 40, 20, 10. While the last unit's forward runs, its own
   // gather and the first backward gather (the same unit again) are live: 80.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 1, scenario::Schedule::one_f_one_b, 1)).gathered_params, 80);
+      stage_transient_peak(sharded(true, 1, scenario::Schedule::one_f_one_b, 1)).gathered_params,
+      80);
   // No prefetch: one unit at a time.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 0, scenario::Schedule::one_f_one_b, 1)).gathered_params, 40);
+      stage_transient_peak(sharded(true, 0, scenario::Schedule::one_f_one_b, 1)).gathered_params,
+      40);
   // Prefetch 2: three consecutive gathers, at most 20 + 40 + 40.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 2, scenario::Schedule::one_f_one_b, 1)).gathered_params, 100);
+      stage_transient_peak(sharded(true, 2, scenario::Schedule::one_f_one_b, 1)).gathered_params,
+      100);
   // More micro-batches repeat the window; they do not add to it.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(true, 1, scenario::Schedule::one_f_one_b, 5)).gathered_params, 80);
-  EXPECT_DOUBLE_EQ(stage_transient_peak(sharded(true, 1, scenario::Schedule::gpipe, 5)).gathered_params,
-                   80);
+      stage_transient_peak(sharded(true, 1, scenario::Schedule::one_f_one_b, 5)).gathered_params,
+      80);
+  EXPECT_DOUBLE_EQ(
+      stage_transient_peak(sharded(true, 1, scenario::Schedule::gpipe, 5)).gathered_params, 80);
 }
 
 TEST(Gathered, ShardGradOpKeepsEachForwardsGatherUntilItsBackward) {
   // One micro-batch: the forward keeps 10 + 20 + 40 until the backward frees them.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(false, 1, scenario::Schedule::one_f_one_b, 1)).gathered_params, 70);
+      stage_transient_peak(sharded(false, 1, scenario::Schedule::one_f_one_b, 1)).gathered_params,
+      70);
   // GPipe: every forward gathers and keeps (as the plan builder emits it), so m micro-batches
   // hold m copies until their backwards.
   for (int m : {1, 2, 6}) {
@@ -176,7 +183,8 @@ TEST(Gathered, ShardGradOpPrefetchesTheNextForwardDuringBackward) {
   }
   // Prefetch 2: all three of F1's gathers run during B0.
   EXPECT_DOUBLE_EQ(
-      stage_transient_peak(sharded(false, 2, scenario::Schedule::one_f_one_b, 2)).gathered_params, 140);
+      stage_transient_peak(sharded(false, 2, scenario::Schedule::one_f_one_b, 2)).gathered_params,
+      140);
 }
 
 TEST(Gathered, UnitsWithoutParametersStillTakeAGatherSlot) {

@@ -34,7 +34,7 @@ nlohmann::json measured_json() {
 }
 
 scenario::Scenario scenario(nlohmann::json strategy, nlohmann::json model = measured_json(),
-                        int gpus = 8) {
+                            int gpus = 8) {
   nlohmann::json j = {{"name", "measured"},
                       {"model", std::move(model)},
                       {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 1}, {"gpus_per_node", gpus}}},
@@ -90,7 +90,8 @@ TEST(MeasuredModel, PipelineSendsTheMeasuredBoundary) {
 }
 
 TEST(MeasuredModel, MemoryAndSimulationFollowTheUnits) {
-  const scenario::Scenario s = scenario({{"dp", 8}, {"micro_batch_size", 4}, {"sharding", "zero3"}});
+  const scenario::Scenario s =
+      scenario({{"dp", 8}, {"micro_batch_size", 4}, {"sharding", "zero3"}});
   const auto mem = memory::estimate_memory(s);
   // fp32 Adam with ZeRO-3 over 8: 16 bytes per parameter / 8.
   EXPECT_NEAR(mem.worst().model_states_bytes, 16 * 7.5e6 / 8, 16 * 3e6 / 8);

@@ -160,7 +160,8 @@ TEST(TensorParallel, KorthikantiTableTwoForGpt3At8) {
   EXPECT_DOUBLE_EQ(cell(scenario::Recompute::full, false), 2 * sbh);
   EXPECT_DOUBLE_EQ(cell(scenario::Recompute::full, true), 2 * sbh / 8);
   // Unsharded (t = 1) the table's first row: s·b·h·(34 + 5·a·s/h).
-  EXPECT_DOUBLE_EQ(scenario::activation_bytes_per_layer(m, 2048, 1, scenario::Recompute::none), sbh * 114);
+  EXPECT_DOUBLE_EQ(scenario::activation_bytes_per_layer(m, 2048, 1, scenario::Recompute::none),
+                   sbh * 114);
   EXPECT_EQ(scenario::padded_vocab(m, 8), 51200);
   EXPECT_EQ(scenario::padded_vocab(m, 1), 50257);
   // A block on one of 8 TP ranks: (4h² + 2hf + 3h + f)/8 + 2·2h + 2h.

@@ -9,8 +9,8 @@
 #include <thread>
 
 #include "engine/comm/gloo_communicator.hpp"
-#include "engine/launch/ports.hpp"
 #include "engine/comm/store.hpp"
+#include "engine/launch/ports.hpp"
 #include "engine/runtime/host_memory.hpp"
 #include "engine/scenario/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"

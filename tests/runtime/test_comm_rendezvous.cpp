@@ -11,9 +11,9 @@
 #include <ATen/Context.h>
 
 #include "engine/comm/communicator.hpp"
+#include "engine/comm/store.hpp"
 #include "engine/launch/dist_env.hpp"
 #include "engine/launch/ports.hpp"
-#include "engine/comm/store.hpp"
 #include "engine/scenario/error.hpp"
 #include "tests/runtime/test_comm_util.hpp"
 

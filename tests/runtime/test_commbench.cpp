@@ -11,9 +11,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/comm/inproc_communicator.hpp"
 #include "engine/measure/calibrate.hpp"
 #include "engine/measure/commbench.hpp"
-#include "engine/comm/inproc_communicator.hpp"
 #include "engine/scenario/profile.hpp"
 #include "tests/runtime/cli_process.hpp"
 #include "tests/runtime/test_comm_util.hpp"
@@ -63,8 +63,8 @@ TEST(CommBench, EveryOpAndDtypeChecksClean) {
                                  runtime::bench_dtype_name(dtype) + " " + std::to_string(r.bytes);
         EXPECT_EQ(r.wrong, 0) << what;
         EXPECT_EQ(r.bytes, o.sizes[k]);
-        EXPECT_EQ(r.count,
-                  scenario::element_count(o.op, r.bytes, static_cast<int>(c10::elementSize(dtype)), n));
+        EXPECT_EQ(r.count, scenario::element_count(o.op, r.bytes,
+                                                   static_cast<int>(c10::elementSize(dtype)), n));
         EXPECT_EQ(r.iters, 3);
         EXPECT_GT(r.time_s, 0) << what;
         EXPECT_DOUBLE_EQ(r.algbw, r.bytes / r.time_s);

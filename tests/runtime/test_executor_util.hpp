@@ -24,8 +24,8 @@ namespace stratagem::test {
 /// 4 layers, hidden 32, 4 heads, vocab 64, seq 16: small enough for 2 cores, big enough for
 /// every unit to have real matrices. `strategy` is merged over {dp, pp = 1}.
 inline scenario::Scenario tiny_scenario(int world, const nlohmann::json& strategy,
-                                    const nlohmann::json& model = {}, int global_batch = 8,
-                                    int nodes = 1) {
+                                        const nlohmann::json& model = {}, int global_batch = 8,
+                                        int nodes = 1) {
   nlohmann::json m = {
       {"name", "tiny-gpt"}, {"layers", 4},         {"hidden", 32},      {"heads", 4},
       {"vocab", 64},        {"max_positions", 16}, {"ffn_hidden", 128}, {"tied_embeddings", false}};

@@ -69,10 +69,12 @@ TEST(ModelUnits, TensorParallelSlicesCountAsTheSpecAndReassembleTheWholeModel) {
         for (int r = 0; r < tp; ++r)
           ranks.emplace_back(m, 16, owns_copy, Numerics{}, kCpu, runtime::TpShard{tp, r});
         const double table = static_cast<double>(scenario::padded_vocab(m, tp)) / tp * m.hidden;
-        EXPECT_EQ(ranks[0].numel(0), static_cast<std::int64_t>(scenario::embedding_params_tp(m, tp)));
+        EXPECT_EQ(ranks[0].numel(0),
+                  static_cast<std::int64_t>(scenario::embedding_params_tp(m, tp)));
         EXPECT_EQ(ranks[0].numel(1), static_cast<std::int64_t>(scenario::block_params_tp(m, tp)));
-        EXPECT_EQ(ranks[0].numel(ranks[0].head_unit()),
-                  static_cast<std::int64_t>(scenario::head_params_tp(m, tp) + (owns_copy ? table : 0)));
+        EXPECT_EQ(
+            ranks[0].numel(ranks[0].head_unit()),
+            static_cast<std::int64_t>(scenario::head_params_tp(m, tp) + (owns_copy ? table : 0)));
         for (int u : {0, 1, whole.head_unit()}) {
           std::vector<at::Tensor> parts;
           for (const auto& slot : ranks[0].layout(u).slots) {

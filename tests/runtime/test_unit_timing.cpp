@@ -2,8 +2,8 @@
 // the simulator matches on, and a block that costs more than the embedding's lookup.
 #include <gtest/gtest.h>
 
-#include "engine/runtime/threads.hpp"
 #include "engine/measure/unit_timing.hpp"
+#include "engine/runtime/threads.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/profile.hpp"
 
@@ -19,8 +19,8 @@ void expect_every_figure_positive(const scenario::MeasuredUnits& m) {
 
 TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
   runtime::set_cpu_threads(1);
-  const auto s =
-      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-ddp.json");
+  const auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                         "/scenarios/validate-cpu-ddp.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 2);
   EXPECT_EQ(m.shape, scenario::unit_shape_key(s));
   expect_every_figure_positive(m);
@@ -36,8 +36,8 @@ TEST(UnitTiming, TensorParallelUnitsAreOneRanksShardOverItsWholeChain) {
   // costs less than the whole block is a timing: under ctest -j2 it measured 56 against 49 ms
   // once. bench/README.md has the figures.)
   runtime::set_cpu_threads(1);
-  const auto s =
-      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/tp2-cpu-gpt-tiny.json");
+  const auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                         "/scenarios/tp2-cpu-gpt-tiny.json");
   const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 3);
   EXPECT_EQ(m.shape, scenario::unit_shape_key(s));
   expect_every_figure_positive(m);

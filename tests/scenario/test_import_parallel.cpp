@@ -15,7 +15,8 @@ namespace {
 
 // ---- tensor and pipeline parallelism ---------------------------------------------------
 
-// accelerate's MEGATRON_LM config as `accelerate config` writes it (the example in docs/scenarios.md).
+// accelerate's MEGATRON_LM config as `accelerate config` writes it (the example in
+// docs/scenarios.md).
 const std::string kMegatronYaml =
     std::string(STRATAGEM_SOURCE_DIR) + "/tests/scenario/megatron_lm_tp2_pp2.yaml";
 

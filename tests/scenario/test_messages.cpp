@@ -35,9 +35,9 @@ TEST(Messages, ControlBytesAndInvalidUtf8AreEscapedValidUtf8Kept) {
   EXPECT_EQ(printable("a\nb\tc\rd"), "a\\nb\\tc\\rd");
   EXPECT_EQ(printable(std::string("x\0y", 3)), "x\\x00y");
   EXPECT_EQ(printable("\x1b[31mred"), "\\x1b[31mred");
-  EXPECT_EQ(printable("\xff\xc3"), "\\xff\\xc3");            // not UTF-8
-  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");   // a UTF-16 surrogate
-  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");            // overlong '/'
+  EXPECT_EQ(printable("\xff\xc3"), "\\xff\\xc3");           // not UTF-8
+  EXPECT_EQ(printable("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // a UTF-16 surrogate
+  EXPECT_EQ(printable("\xc0\xaf"), "\\xc0\\xaf");           // overlong '/'
   EXPECT_EQ(printable("dp × pp — 8·A100 ✓ 🚀"), "dp × pp — 8·A100 ✓ 🚀");
 }
 

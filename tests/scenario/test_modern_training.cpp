@@ -56,9 +56,8 @@ TEST(Activations, Fp8SavesHalfOfTheLinearLayersInputs) {
 
 json scenario(const std::string& strategy, const std::string& cluster = "\"dgx-h100\"",
               int seq_len = 4096) {
-  return json::parse(R"({"model": "llama2-7b", "cluster": )" + cluster +
-                     R"(, "strategy": )" + strategy + R"(, "training": {"seq_len": )" +
-                     std::to_string(seq_len) + "}}");
+  return json::parse(R"({"model": "llama2-7b", "cluster": )" + cluster + R"(, "strategy": )" +
+                     strategy + R"(, "training": {"seq_len": )" + std::to_string(seq_len) + "}}");
 }
 
 SpecError refused(const json& j) {
@@ -82,8 +81,8 @@ TEST(ModernKeys, DefaultsAreFlashAttentionWithoutContextParallelism) {
 }
 
 TEST(ModernKeys, SelectiveRecomputationWithFlashAttentionIsNone) {
-  const Scenario s = parse_scenario(
-      scenario(R"({"dp": 8, "recompute": "selective", "mixed_precision": "bf16"})"));
+  const Scenario s =
+      parse_scenario(scenario(R"({"dp": 8, "recompute": "selective", "mixed_precision": "bf16"})"));
   EXPECT_EQ(s.strategy.recompute, Recompute::selective);  // as written
   EXPECT_EQ(effective_recompute(s.strategy), Recompute::none);
   const Scenario e = parse_scenario(scenario(
@@ -98,16 +97,14 @@ TEST(ModernKeys, ContradictionsNameTheirKey) {
   // 2·cp chunks: 4100 is not a multiple of 8.
   EXPECT_EQ(refused(scenario(R"({"dp": 2, "cp": 4})", "\"dgx-h100\"", 4100)).path(),
             "training.seq_len");
-  EXPECT_EQ(refused(scenario(R"({"dp": 8, "mixed_precision": "fp8"})", "\"dgx-a100-80gb\""))
-                .path(),
+  EXPECT_EQ(refused(scenario(R"({"dp": 8, "mixed_precision": "fp8"})", "\"dgx-a100-80gb\"")).path(),
             "strategy.mixed_precision");
   EXPECT_EQ(refused(scenario(R"({"dp": 8, "mixed_precision": "bf16", "tf32": true})")).path(),
             "strategy.tf32");
-  EXPECT_EQ(refused(scenario(R"({"dp": 8, "mixed_precision": "bf16", "fp8_all_gather": true})"))
-                .path(),
-            "strategy.fp8_all_gather");
-  EXPECT_EQ(refused(scenario(R"({"dp": 8, "attention": "flashy"})")).path(),
-            "strategy.attention");
+  EXPECT_EQ(
+      refused(scenario(R"({"dp": 8, "mixed_precision": "bf16", "fp8_all_gather": true})")).path(),
+      "strategy.fp8_all_gather");
+  EXPECT_EQ(refused(scenario(R"({"dp": 8, "attention": "flashy"})")).path(), "strategy.attention");
   const json quick = json::parse(R"({"model": {"params": 7e9, "layers": 32},
       "cluster": "dgx-h100", "strategy": {"dp": 4, "cp": 2}, "training": {"seq_len": 4096}})");
   EXPECT_EQ(refused(quick).path(), "strategy.cp");
@@ -122,8 +119,9 @@ TEST(ModernKeys, Fp8RunsOnHopperAndTf32OnAmpere) {
 }
 
 TEST(ModernKeys, AGpusMemoryMayBeOverriddenPerScenario) {
-  const Scenario s = parse_scenario(scenario(
-      R"({"dp": 8})", R"({"preset": "dgx-h100", "gpu": {"preset": "h100-80gb", "memory_GiB": 79}})"));
+  const Scenario s = parse_scenario(
+      scenario(R"({"dp": 8})",
+               R"({"preset": "dgx-h100", "gpu": {"preset": "h100-80gb", "memory_GiB": 79}})"));
   EXPECT_DOUBLE_EQ(s.cluster.gpu.memory_bytes, 79.0 * (1ull << 30));
 }
 

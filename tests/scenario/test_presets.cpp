@@ -225,11 +225,11 @@ TEST(Presets, LinkEfficienciesAreNcclsBusBandwidthOverTheLineRate) {
   EXPECT_EQ(faster.intra_node.bandwidth, 900 * units::kGB);
   EXPECT_DOUBLE_EQ(faster.intra_node.efficiency, 0.822);
   try {
-    parse_cluster(resolve_preset(PresetKind::cluster,
-                                 {{"preset", "dgx-h100"},
-                                  {"inter_node", {{"efficiency", {{"value", 1.5}}}}}},
-                                 "cluster"),
-                  "cluster");
+    parse_cluster(
+        resolve_preset(PresetKind::cluster,
+                       {{"preset", "dgx-h100"}, {"inter_node", {{"efficiency", {{"value", 1.5}}}}}},
+                       "cluster"),
+        "cluster");
     FAIL() << "no error";
   } catch (const SpecError& e) {
     EXPECT_EQ(e.path(), "cluster.inter_node.efficiency.value");
@@ -272,7 +272,9 @@ TEST(Presets, UnknownPresetListsValid) {
     EXPECT_EQ(e.path(), "cluster.gpu");
     const std::string what = e.what();
     EXPECT_NE(what.find("unknown GPU preset 'a100'"), std::string::npos) << what;
-    EXPECT_NE(what.find("a100-40gb, a100-80gb, a100-80gb-pcie, a10g, a6000, b200, cpu"), std::string::npos) << what;
+    EXPECT_NE(what.find("a100-40gb, a100-80gb, a100-80gb-pcie, a10g, a6000, b200, cpu"),
+              std::string::npos)
+        << what;
   }
 }
 

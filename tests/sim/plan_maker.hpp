@@ -275,8 +275,8 @@ inline sim::CostModels exact_models(double intra_bw, double intra_lat, double in
                                     double inter_lat, sim::Algorithm algo = sim::Algorithm::ring) {
   sim::CostModels m;
   m.compute = std::make_shared<FlopsAsSeconds>();
-  m.network = std::make_shared<sim::AlphaBetaNetwork>(scenario::LinkSpec{intra_bw, intra_lat},
-                                                      scenario::LinkSpec{inter_bw, inter_lat}, algo);
+  m.network = std::make_shared<sim::AlphaBetaNetwork>(
+      scenario::LinkSpec{intra_bw, intra_lat}, scenario::LinkSpec{inter_bw, inter_lat}, algo);
   m.profile = "test";
   return m;
 }

@@ -126,8 +126,8 @@ TEST(ComputeJitter, TransfersWaitForTheLaterEndOnly) {
 }
 
 TEST(ComputeJitter, MeasuredSpreadTravelsFromProfileToCostModels) {
-  auto s =
-      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-zero3.json");
+  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                   "/scenarios/validate-cpu-zero3.json");
   scenario::MeasuredUnits m;
   m.shape = scenario::unit_shape_key(s);
   m.block_forward = 10e-3;
@@ -163,8 +163,8 @@ namespace stratagem::test {
 namespace {
 
 TEST(ComputeJitter, FoldedPlansWaitForTheMembersTheyDoNotBuild) {
-  auto s =
-      scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) + "/scenarios/validate-cpu-zero3.json");
+  auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
+                                   "/scenarios/validate-cpu-zero3.json");
   s.strategy.dp = 8;
   s.cluster.nodes = 1;
   s.cluster.gpus_per_node = 8;

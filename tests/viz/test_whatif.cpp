@@ -60,7 +60,7 @@ TEST(WhatIf, InvalidCombinationsSayWhy) {
 
 TEST(WhatIf, TensorParallelKnobsAndTheWorldDpTimesTpTimesPp) {
   const auto base = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
-                                        "/scenarios/3d-tp8-pp4-llama3-70b-8xh100.json");
+                                            "/scenarios/3d-tp8-pp4-llama3-70b-8xh100.json");
   WhatIf k = what_if_of(base);
   EXPECT_EQ(k.dp, 2);
   EXPECT_EQ(k.tp, 8);

@@ -27,7 +27,8 @@ Mesh mesh_of(const result::RunResult& r) {
     c.stage = rr.stage;
     c.dp = rr.dp;
     c.node = rr.node;
-    const scenario::MeshCoord ordered = from_order ? shape.coord_of(rr.rank) : scenario::MeshCoord{};
+    const scenario::MeshCoord ordered =
+        from_order ? shape.coord_of(rr.rank) : scenario::MeshCoord{};
     c.tp = !known ? 0 : from_order ? ordered.tp : rr.tp;
     c.cp = !known ? 0 : from_order ? ordered.cp : rr.cp;
     if (!known) {

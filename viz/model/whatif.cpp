@@ -55,12 +55,14 @@ scenario::Scenario apply_what_if(const scenario::Scenario& base, const WhatIf& k
   if (k.precision != scenario::Precision::no) st.erase("tf32");
   // Offloading needs a sharded optimizer; keep it only where it is still allowed.
   if (!scenario::optimizer_offload_allowed(k.sharding)) st["offload_optimizer"] = "none";
-  j["training"]["global_batch"] = scenario::global_batch_of(k.micro_batch_size, k.micro_batches, k.dp);
+  j["training"]["global_batch"] =
+      scenario::global_batch_of(k.micro_batch_size, k.micro_batches, k.dp);
 
   auto& cluster = j["cluster"];
   int gpus_per_node = base.cluster.gpus_per_node;
   if (!k.cluster.empty()) {
-    const auto& preset = scenario::preset(scenario::PresetKind::cluster, k.cluster, "cluster.preset");
+    const auto& preset =
+        scenario::preset(scenario::PresetKind::cluster, k.cluster, "cluster.preset");
     gpus_per_node = preset.value("gpus_per_node", gpus_per_node);
     cluster = nlohmann::json{{"preset", k.cluster}};
   }

@@ -84,7 +84,8 @@ void ViewState::select(int doc, plan::OpId op) {
   }
 }
 
-void ViewState::start_what_if(const scenario::Scenario& base, const WhatIf& knobs, bool simulate_now) {
+void ViewState::start_what_if(const scenario::Scenario& base, const WhatIf& knobs,
+                              bool simulate_now) {
   WhatIfSession s;
   s.base = base;
   s.knobs = knobs;
