@@ -101,8 +101,8 @@ void Lowering::reserve(const RankDraft& d) {
 OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids) {
   StepPlan& plan = ctx_.plan;
   // Built in place, its payload copy-constructed (a default Op zeroes 160 bytes first).
-  Op& op = plan.ops.emplace_back(Op{static_cast<OpId>(plan.ops.size()), rank, draft.stream,
-                                    draft.payload});
+  Op& op = plan.ops.emplace_back(
+      Op{static_cast<OpId>(plan.ops.size()), rank, draft.stream, draft.chain, draft.payload});
   op.dep_begin = static_cast<std::uint32_t>(plan.deps.size());
   for (DraftRef d : draft.deps) {
     if (d == kNoDraft) continue;

@@ -34,6 +34,7 @@ struct DraftOp {
   Payload payload;
   DraftDeps deps;
   DraftEffects effects;
+  ChainLink chain;
 };
 
 /// One compute step of the schedule: a phase of units [unit_begin, unit_end) of one

@@ -60,6 +60,8 @@ const char* to_string(CommPurpose p) {
       return "tensor_parallel";
     case CommPurpose::context_parallel:
       return "context_parallel";
+    case CommPurpose::sequence_parallel_grads:
+      return "sequence_parallel_grads";
   }
   return "?";
 }

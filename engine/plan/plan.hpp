@@ -63,12 +63,16 @@ const char* to_string(TensorClass c);
 
 /// Why a collective exists (for display and for per-purpose accounting in results).
 enum class CommPurpose : std::uint8_t {
-  grad_sync,       ///< DDP all-reduce / ZeRO reduce-scatter of gradients
-  param_gather,    ///< ZeRO-3/FSDP gather before compute, ZeRO-1/2 gather after the step
-  tied_embedding,  ///< first/last pipeline stage sync of tied embedding gradients
-  found_inf,       ///< fp16 overflow check across ranks
-  tensor_parallel,  ///< Megatron TP/SP activations (all-reduce, or all-gather/reduce-scatter)
-  context_parallel  ///< ring attention's K/V (and dK/dV) exchange over the CP group
+  grad_sync,         ///< DDP all-reduce / ZeRO reduce-scatter of gradients
+  param_gather,      ///< ZeRO-3/FSDP gather before compute, ZeRO-1/2 gather after the step
+  tied_embedding,    ///< first/last pipeline stage sync of tied embedding gradients
+  found_inf,         ///< fp16 overflow check across ranks
+  tensor_parallel,   ///< Megatron TP/SP activations (all-reduce, or all-gather/reduce-scatter)
+  context_parallel,  ///< ring attention's K/V (and dK/dV) exchange over the CP group
+  /// Sequence parallelism's gradients of the norms and row-parallel biases, each rank's from
+  /// its part of the sequence, all-reduced over the TP group before the optimizer step
+  /// (Megatron's finalize_model_grads); counted with gradient sync in results.
+  sequence_parallel_grads
 };
 const char* to_string(CommPurpose p);
 
@@ -102,10 +106,19 @@ struct MemEffect {
   bool at_end = true;  ///< applied when the op ends (else when it starts)
 };
 
+/// An op's place in the chain of one unit's step that the tensor_parallel pass split it into
+/// (workload::TpChains: compute pieces and TP/CP collectives, in order): piece `piece` of
+/// `pieces`. A chain's pieces are contiguous in their rank's op order. piece = -1: no chain.
+struct ChainLink {
+  std::int16_t piece = -1;
+  std::int16_t pieces = 0;
+};
+
 struct Op {
   OpId id = kNoOp;
   int rank = 0;
   Stream stream = Stream::compute;
+  ChainLink chain;  ///< in the padding after `stream`: no memory of its own
   Payload payload;
   std::uint32_t dep_begin = 0, dep_count = 0;  ///< into StepPlan::deps
   std::uint32_t mem_begin = 0, mem_count = 0;  ///< into StepPlan::mem_effects

@@ -49,11 +49,16 @@ class TensorParallel {
     const bool forward = s.phase != Phase::backward;
     auto& chain = chain_;  // reused from step to step (its storage kept)
     chain.clear();
+    auto& links = links_;
+    links.clear();
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
       const auto& parts = chains_.chain(u, u == last_unit(), forward);
       const int segments = workload::compute_segments(parts);
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        links.push_back({static_cast<std::int16_t>(k), static_cast<std::int16_t>(parts.size())});
+      }
       for (const workload::TpPiece& p : parts) {
         if (p.collective) {
           const bool ring = p.context;
@@ -75,6 +80,7 @@ class TensorParallel {
     d_.op(head).stream = chain.front().first;
     d_.op(head).payload = chain.front().second;
     d_.op(head).effects.clear();
+    d_.op(head).chain = links.front();
     std::vector<DraftRef> body;
     body.reserve(chain.size());
     body.push_back(head);
@@ -86,6 +92,7 @@ class TensorParallel {
       const auto& [stream, payload] = chain[k];
       if (stream == Stream::cp) {
         body.push_back(d_.add(stream, payload, {critical}));
+        d_.op(body.back()).chain = links[k];
         alongside.push_back(body.back());
         continue;
       }
@@ -95,6 +102,7 @@ class TensorParallel {
         alongside.clear();
       }
       body.push_back(d_.add(stream, payload, std::move(deps)));
+      d_.op(body.back()).chain = links[k];
       critical = body.back();
       join_next = !alongside.empty();
     }
@@ -112,6 +120,7 @@ class TensorParallel {
   RankDraft& d_;
   workload::TpChains chains_;
   std::vector<std::pair<Stream, Payload>> chain_;  ///< the step being split, as pieces
+  std::vector<ChainLink> links_;                   ///< each piece's place in its unit's chain
   std::vector<DraftRef> alongside_;
 };
 
@@ -143,7 +152,7 @@ void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& d) {
   deps.append(d.before_step.begin(), d.before_step.end());
   const DraftRef op =
       d.add(Stream::tp,
-            draft_collective(ctx, CollectiveKind::all_reduce, CommPurpose::grad_sync,
+            draft_collective(ctx, CollectiveKind::all_reduce, CommPurpose::sequence_parallel_grads,
                              ctx.tp_group[d.rank], ctx.compute_bytes() * params, -1, 0, 0),
             std::move(deps));
   d.epilogue.push_back(op);

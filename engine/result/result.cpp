@@ -72,6 +72,8 @@ CommCategory comm_category(plan::CommPurpose p) {
       return CommCategory::tensor_parallel;
     case plan::CommPurpose::context_parallel:
       return CommCategory::context_parallel;
+    case plan::CommPurpose::sequence_parallel_grads:
+      return CommCategory::grad_sync;
   }
   return CommCategory::grad_sync;
 }
@@ -122,8 +124,9 @@ const RankResult& RunResult::resolved(int rank) const {
 
 namespace {
 
-constexpr int kCommPurposeCount = 6;
-static_assert(static_cast<int>(plan::CommPurpose::context_parallel) == kCommPurposeCount - 1);
+constexpr int kCommPurposeCount = 7;
+static_assert(static_cast<int>(plan::CommPurpose::sequence_parallel_grads) ==
+              kCommPurposeCount - 1);
 constexpr int kDTypeCount = 5;
 static_assert(static_cast<int>(scenario::DType::fp8) == kDTypeCount - 1);
 

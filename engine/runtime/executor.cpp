@@ -62,7 +62,7 @@ Executor::Run::Run(Executor& e, std::int64_t step_index)
     }
     if (const auto* c = std::get_if<plan::Collective>(&op.payload)) {
       if (c->kind == plan::CollectiveKind::all_reduce &&
-          c->purpose == plan::CommPurpose::grad_sync && !is_sequence_parallel_sync(*c)) {
+          c->purpose == plan::CommPurpose::grad_sync) {
         for (OpId d : plan.deps_of(op)) {
           const auto* dc = std::get_if<plan::Collective>(&plan.ops[d].payload);
           if (dc && dc->kind == plan::CollectiveKind::reduce_scatter) has_followup.insert(d);

@@ -1,86 +1,57 @@
 // The tensor-parallel ops of a step (tp > 1): each unit's chain of compute pieces and TP
-// collectives (engine/plan/tensor_parallel.hpp) driven through TpUnitRun (tp_units.hpp), and
-// the sequence-parallel gradient sync of norms and row-parallel biases. See executor.hpp.
+// collectives, as the plan marks them (plan::ChainLink), driven through TpUnitRun (tp_units.hpp),
+// and the sequence-parallel gradient sync of norms and row-parallel biases. See executor.hpp.
 #include <algorithm>
 
 #include <ATen/ATen.h>
 
 #include "engine/runtime/executor_run.hpp"
 #include "engine/scenario/error.hpp"
-#include "engine/workload/tp_chain.hpp"
 
 namespace stratagem::runtime {
 
-namespace {
-
-const plan::Compute* chain_compute(const plan::Op& op) {
-  const auto* c = std::get_if<plan::Compute>(&op.payload);
-  if (!c) return nullptr;
-  const bool chained = c->phase == plan::Phase::forward || c->phase == plan::Phase::backward ||
-                       c->phase == plan::Phase::recompute;
-  return chained && c->unit_end == c->unit_begin + 1 ? c : nullptr;
-}
-
-const plan::Collective* tp_collective(const plan::Op& op) {
-  const auto* c = std::get_if<plan::Collective>(&op.payload);
-  return c && c->purpose == plan::CommPurpose::tensor_parallel ? c : nullptr;
-}
-
-}  // namespace
-
 std::unordered_map<OpId, TpChainOp> index_tp_chains(const plan::StepPlan& plan, int rank) {
-  // A step's body is emitted contiguously (plan lowering), one unit's chain after another,
-  // each exactly as TpChains lays it out: match the rank's ops, in id order, against them.
+  // The tensor_parallel pass marks each piece of a unit's chain (Op::chain: its place and the
+  // chain's length); a chain's pieces are contiguous in the rank's op order. The runtime drives
+  // each chain through the unit's TpUnitRun, keyed by the chain's first compute piece.
   std::unordered_map<OpId, TpChainOp> piece;
   if (plan.layout.tp <= 1) return piece;
-  const workload::TpChains chains(plan.scenario);
-  const int head = static_cast<int>(plan.layout.units.size()) - 1;
   const auto ids = rank_ops(plan, rank);
-  // A selective recomputation step is not split (the attention core needs no communication).
-  const bool selective =
-      scenario::effective_recompute(plan.scenario.strategy) != scenario::Recompute::full;
   for (std::size_t i = 0; i < ids.size();) {
-    const plan::Op& first = plan.ops[ids[i]];
-    const plan::Compute* fc = chain_compute(first);
-    const plan::Collective* fl = tp_collective(first);
-    if ((!fc && !fl) || (fc && fc->phase == plan::Phase::recompute && selective)) {
+    const plan::ChainLink first = plan.ops[ids[i]].chain;
+    if (first.piece < 0) {
       ++i;
       continue;
     }
-    const int unit = fc ? fc->unit_begin : fl->unit_begin;
-    // The chain's direction is its first compute piece's (every chain has one).
-    const plan::Compute* compute = nullptr;
-    OpId compute_id = plan::kNoOp;
-    for (std::size_t k = i; k < ids.size() && !compute; ++k) {
-      if (const auto* c = chain_compute(plan.ops[ids[k]])) {
-        compute = c;
-        compute_id = ids[k];
-      }
-    }
-    if (!compute || compute->unit_begin != unit) {
+    const std::size_t n = static_cast<std::size_t>(first.pieces);
+    if (first.piece != 0 || n == 0) {
       throw RuntimeError("rank " + std::to_string(rank) + ": " + describe_op(plan, ids[i]) +
-                         " starts no tensor-parallel chain the runtime knows");
+                         " is piece " + std::to_string(first.piece) +
+                         " of a chain whose start "
+                         "the plan does not hold");
     }
-    const auto& pattern = chains.chain(unit, unit == head, compute->phase != plan::Phase::backward);
-    for (std::size_t k = 0; k < pattern.size(); ++k) {
-      const bool ok = i + k < ids.size() && [&] {
-        const plan::Op& op = plan.ops[ids[i + k]];
-        if (pattern[k].collective) {
-          const auto* c = tp_collective(op);
-          return c && c->kind == pattern[k].kind && c->unit_begin == unit;
-        }
-        const auto* c = chain_compute(op);
-        return c && c->unit_begin == unit && c->phase == compute->phase &&
-               c->microbatch == compute->microbatch;
+    OpId compute_id = plan::kNoOp;
+    for (std::size_t k = 0; k < n; ++k) {
+      const bool in_chain = i + k < ids.size() && [&] {
+        const plan::ChainLink link = plan.ops[ids[i + k]].chain;
+        return link.piece == static_cast<int>(k) && link.pieces == first.pieces;
       }();
-      if (!ok) {
+      if (!in_chain) {
         throw RuntimeError("rank " + std::to_string(rank) + ": the tensor-parallel chain of " +
-                           describe_op(plan, compute_id) + " breaks at " +
+                           describe_op(plan, ids[i]) + " breaks at " +
                            (i + k < ids.size() ? describe_op(plan, ids[i + k]) : "the end"));
       }
-      piece[ids[i + k]] = TpChainOp{compute_id, k + 1 == pattern.size()};
+      if (compute_id == plan::kNoOp &&
+          std::holds_alternative<plan::Compute>(plan.ops[ids[i + k]].payload)) {
+        compute_id = ids[i + k];
+      }
     }
-    i += pattern.size();
+    if (compute_id == plan::kNoOp) {
+      throw RuntimeError("rank " + std::to_string(rank) + ": the tensor-parallel chain of " +
+                         describe_op(plan, ids[i]) + " has no compute piece");
+    }
+    for (std::size_t k = 0; k < n; ++k) piece[ids[i + k]] = TpChainOp{compute_id, k + 1 == n};
+    i += n;
   }
   return piece;
 }
@@ -282,8 +253,7 @@ void Executor::Run::tp_release(OpId id, const plan::Compute& piece) {
 // ---- the sequence-parallel sync of norms and row-parallel biases ---------------------------
 
 bool Executor::Run::is_sequence_parallel_sync(const plan::Collective& c) const {
-  return c.purpose == plan::CommPurpose::grad_sync && c.unit_end <= c.unit_begin &&
-         units.sequence_parallel();
+  return c.purpose == plan::CommPurpose::sequence_parallel_grads;
 }
 
 void Executor::Run::start_sequence_parallel_sync(OpId id) {

@@ -10,6 +10,7 @@
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/presets.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
+#include "engine/workload/tp_chain.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -178,7 +179,7 @@ TEST(TensorParallel, SequenceParallelNormGradientsAreAllReducedOverTheGroup) {
   int found = 0;
   for (const auto& op : p.ops) {
     const auto* c = std::get_if<plan::Collective>(&op.payload);
-    if (op.rank != 0 || !c || c->purpose != plan::CommPurpose::grad_sync ||
+    if (op.rank != 0 || !c || c->purpose != plan::CommPurpose::sequence_parallel_grads ||
         p.groups[c->group].label != "tp(stage 0, dp 0)") {
       continue;
     }
@@ -187,6 +188,59 @@ TEST(TensorParallel, SequenceParallelNormGradientsAreAllReducedOverTheGroup) {
     EXPECT_DOUBLE_EQ(c->bytes, 2.0 * (16 * (4 * 1024 + 2 * 1024) + 2 * 1024));
   }
   EXPECT_EQ(found, 1);
+}
+
+// The plan states each piece's place in its unit's chain (what the runtime drives a chain by):
+// every split step is its unit's chains in order, contiguous on the rank, each the length and
+// the shape workload::TpChains gives; ops outside a chain are unmarked.
+TEST(TensorParallel, EachPieceCarriesItsPlaceInItsUnitsChain) {
+  const auto s = test::small_scenario({{"dp", 4},
+                                       {"tp", 2},
+                                       {"sequence_parallel", true},
+                                       {"grad_accum", 2},
+                                       {"mixed_precision", "bf16"}});
+  const auto p = plan::build_plan(s);
+  const workload::TpChains chains(s);
+  const int head = static_cast<int>(p.layout.units.size()) - 1;
+  std::vector<plan::OpId> ids;
+  for (const auto& op : p.ops) {
+    if (op.rank == 0) ids.push_back(op.id);
+  }
+  int chains_seen = 0, unmarked = 0;
+  for (std::size_t i = 0; i < ids.size();) {
+    const plan::Op& first = p.ops[ids[i]];
+    if (first.chain.piece < 0) {
+      ++unmarked;
+      // Outside chains: data-parallel and SP gradient syncs, the optimizer; no TP collective.
+      const auto* c = std::get_if<plan::Collective>(&first.payload);
+      EXPECT_FALSE(c && c->purpose == plan::CommPurpose::tensor_parallel) << ids[i];
+      ++i;
+      continue;
+    }
+    ASSERT_EQ(first.chain.piece, 0) << ids[i];
+    // The unit and direction from the chain's first compute piece.
+    const plan::Compute* compute = nullptr;
+    for (int k = 0; k < first.chain.pieces && !compute; ++k) {
+      compute = std::get_if<plan::Compute>(&p.ops[ids[i + k]].payload);
+    }
+    ASSERT_NE(compute, nullptr);
+    const auto& shape = chains.chain(compute->unit_begin, compute->unit_begin == head,
+                                     compute->phase != plan::Phase::backward);
+    ASSERT_EQ(static_cast<std::size_t>(first.chain.pieces), shape.size());
+    for (std::size_t k = 0; k < shape.size(); ++k) {
+      const plan::Op& op = p.ops[ids[i + k]];
+      EXPECT_EQ(op.chain.piece, static_cast<int>(k));
+      EXPECT_EQ(op.chain.pieces, first.chain.pieces);
+      const auto* c = std::get_if<plan::Collective>(&op.payload);
+      EXPECT_EQ(c != nullptr, shape[k].collective) << "piece " << k;
+      if (c) EXPECT_EQ(c->kind, shape[k].kind) << "piece " << k;
+    }
+    ++chains_seen;
+    i += shape.size();
+  }
+  // Embedding, 16 blocks and the head, forward and backward, on 2 micro-batches.
+  EXPECT_EQ(chains_seen, 2 * 2 * 18);
+  EXPECT_GT(unmarked, 0);
 }
 
 TEST(TensorParallel, FoldedAndUnfoldedAgreeAndSimulationIsDeterministic) {

@@ -110,16 +110,14 @@ TEST(ExecutorTp, TiedPipeline) {
                        {{"tied_embeddings", true}});
 }
 
-TEST(ExecutorTp, APlanWhoseChainTheRuntimeDoesNotKnowIsOneClearError) {
+TEST(ExecutorTp, APlanWhoseChainIsBrokenIsOneClearError) {
   auto s = tiny_scenario(2, {{"tp", 2}, {"sequence_parallel", true}, {"micro_batch_size", 2}},
                          with_vocab({}));
   auto p = plan::build_plan(s, {.fold = false});
   EXPECT_FALSE(runtime::index_tp_chains(p, 0).empty());
-  for (auto& op : p.ops) {  // rank 0's first TP all-gather becomes an all-reduce
-    auto* c = std::get_if<plan::Collective>(&op.payload);
-    if (op.rank == 0 && c && c->purpose == plan::CommPurpose::tensor_parallel &&
-        c->kind == plan::CollectiveKind::all_gather) {
-      c->kind = plan::CollectiveKind::all_reduce;
+  for (auto& op : p.ops) {  // rank 0's first chain loses its second piece's mark
+    if (op.rank == 0 && op.chain.piece == 1) {
+      op.chain.piece = 2;
       break;
     }
   }

@@ -205,7 +205,7 @@ TEST(Colors, TensorParallelColoursStandApart) {
   EXPECT_EQ(tp_entries, 3);
   // A span is drawn in a tp colour when it is on the tp stream or of purpose tensor_parallel.
   result::Span s = test::make_span(SpanKind::all_reduce, plan::Stream::tp, 0, 1);
-  s.purpose = plan::CommPurpose::grad_sync;  // the SP norm-gradient sync
+  s.purpose = plan::CommPurpose::sequence_parallel_grads;  // the SP norm-gradient sync
   EXPECT_EQ(span_color(s), tp_kind_color(SpanKind::all_reduce));
   s.stream = plan::Stream::collective;
   EXPECT_EQ(span_color(s), kind_color(SpanKind::all_reduce));
