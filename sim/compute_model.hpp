@@ -53,7 +53,7 @@ class RooflineModel final : public ComputeModel {
 };
 
 /// With tensor parallelism the units are measured as one TP rank runs them: a unit's time is
-/// its whole chain's compute (engine/plan/tensor_parallel.hpp), and the plan splits it into
+/// its whole chain's compute (engine/workload/tp_chain.hpp), and the plan splits it into
 /// pieces at the collectives. Each piece then costs the unit's measured time times its share
 /// of the chain's roofline time; `roofline_s` holds that chain total per kind of unit
 /// (embedding, block, head) and direction (backward 0, forward 1).

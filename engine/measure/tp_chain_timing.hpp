@@ -1,6 +1,6 @@
 #pragma once
 // Times one tensor-parallel rank's units the way the executor runs them (tp > 1): each unit's
-// chain of compute pieces and collectives (engine/plan/tensor_parallel.hpp) driven through
+// chain of compute pieces and collectives (engine/workload/tp_chain.hpp) driven through
 // TpUnitRun, the collectives stood in for by local tensors of the shapes the group would
 // return (an all-reduce's input itself, a reduce-scatter's first block, an all-gather's input
 // repeated tp times), so a unit's time is the compute of its whole chain — the norms and

@@ -2,7 +2,7 @@
 // Megatron-LM tensor parallelism (Shoeybi et al. 2019) and sequence parallelism (Korthikanti
 // et al. 2022) inside one unit of the real runtime, on one micro-batch. The unit's parameters
 // are one TP rank's share (model_layout.hpp); the plan splits the unit's compute where
-// Megatron communicates (engine/plan/tensor_parallel.hpp) and the executor hands this class
+// Megatron communicates (engine/workload/tp_chain.hpp) and the executor hands this class
 // the chain's ops one by one: a compute piece runs the unit's work up to its next collective,
 // a collective takes the tensor this class names (`collective_input`) and gives back the
 // reduced or gathered one (`collective_done`). The unit's program mirrors the plan's chain
