@@ -28,8 +28,7 @@ Simulation simulate_scenario(const scenario::Scenario& scenario, const SimulateO
 }
 
 result::RunResult simulate(const scenario::Scenario& scenario, const SimulateOptions& options) {
-  const CostModels models = make_cost_models(scenario, options.cost);
-  return Simulator().run(plan::build_plan(scenario, options.build), models);
+  return simulate_scenario(scenario, options).result;
 }
 
 result::RunResult simulate(const plan::StepPlan& plan, const scenario::Scenario& scenario,

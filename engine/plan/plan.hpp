@@ -170,7 +170,6 @@ struct Layout {
   int rank_of(int stage, int dp_index, int tp_index = 0, int cp_index = 0) const {
     return mesh().rank_of(stage, dp_index, tp_index, cp_index);
   }
-  const RankCoord& coord_of(int rank) const { return coords[rank]; }
 };
 
 /// A rank's ops per stream, in issue order: `streams[s]` is a vector of op ids. Storage is

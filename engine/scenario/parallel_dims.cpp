@@ -1,6 +1,7 @@
 #include "engine/scenario/parallel_dims.hpp"
 
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/strategy_rewrite.hpp"
 
 namespace stratagem::scenario {
 
@@ -85,7 +86,7 @@ void validate_mesh(const Scenario& s) {
                                        str(gpus) + " GPUs (" + str(c.nodes) + " nodes × " +
                                        str(c.gpus_per_node) + ")");
   }
-  if (st.sequence_parallel && st.tp < 2) {
+  if (st.sequence_parallel && !sequence_parallel_allowed(st.tp)) {
     throw SpecError("strategy.sequence_parallel",
                     "sequence parallelism splits the tensor-parallel group's sequence; it needs "
                     "tp >= 2");

@@ -44,7 +44,6 @@ struct MeshCoord {
 struct MeshShape {
   int dp = 1, pp = 1, tp = 1, cp = 1;
 
-  int world() const { return dp * pp * tp * cp; }
   int rank_of(int stage, int dp_index, int tp_index = 0, int cp_index = 0) const {
     return ((stage * dp + dp_index) * cp + cp_index) * tp + tp_index;
   }
