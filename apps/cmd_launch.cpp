@@ -60,7 +60,7 @@ int run(LaunchArgs& a) {
     if (!cfg.warning.empty()) std::cerr << "warning: " << cfg.warning << std::endl;
   }
 
-  runtime::LaunchOptions l;
+  launch::LaunchOptions l;
   l.num_processes = a.num_processes.value_or(cfg.num_processes.value_or(1));
   l.num_machines = a.num_machines.value_or(cfg.num_machines.value_or(1));
   l.machine_rank = a.machine_rank.value_or(cfg.machine_rank.value_or(0));
@@ -147,8 +147,8 @@ int run(LaunchArgs& a) {
   }
 
   std::vector<std::string> argv = a.command;
-  argv[0] = runtime::resolve_executable(argv[0]);
-  const runtime::LaunchResult r = runtime::launch(l, argv);
+  argv[0] = launch::resolve_executable(argv[0]);
+  const launch::LaunchResult r = launch::launch(l, argv);
   if (r.exit_code != 0) std::cerr << "error: " << r.message << std::endl;
   return r.exit_code;
 }

@@ -36,7 +36,7 @@ struct CalibrateArgs {
   std::vector<std::string> scenarios;
   std::string backend;
   double timeout_s = 300;
-  runtime::LaunchOptions launch;
+  launch::LaunchOptions launch;
   bool processes_given = false;
 };
 
@@ -64,9 +64,9 @@ int run_rank(const CalibrateArgs& a) {
   if (a.host && a.output.empty()) {
     throw SpecError("--host", "starts its own processes: run it without a launcher");
   }
-  const runtime::DistEnv env = runtime::read_dist_env();
+  const launch::DistEnv env = launch::read_dist_env();
   const std::string backend = backend_of(a);
-  runtime::CalibrateOptions o;
+  measure::CalibrateOptions o;
   o.quick = a.quick;
   o.name = a.name;
   o.local_processes = env.local_world_size;
@@ -75,16 +75,16 @@ int run_rank(const CalibrateArgs& a) {
                  ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                  : c10::Device(c10::kCPU);
   if (o.device.is_cpu()) {
-    runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
+    runtime::set_cpu_threads(measure::cpu_threads_per_process(env.local_world_size));
     runtime::keep_freed_host_memory();  // as the workers run
   }
   for (const auto& sc : a.scenarios) {
     const scenario::Scenario s = scenario::load_scenario(sc);
-    for (const auto& g : runtime::model_gemms(s)) o.extra_gemms.push_back(g);
+    for (const auto& g : measure::model_gemms(s)) o.extra_gemms.push_back(g);
     o.unit_scenarios.push_back(s);
   }
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
-  auto comm = runtime::make_communicator(env, backend, timeout);
+  auto comm = comm::make_communicator(env, backend, timeout);
   const bool printer = env.rank == 0;
   if (printer) {
     std::cout << "calibrating " << env.world_size << " process" << (env.world_size > 1 ? "es" : "")
@@ -94,7 +94,7 @@ int run_rank(const CalibrateArgs& a) {
                       : "")
               << ")" << (a.quick ? ", quick" : "") << std::endl;
   }
-  const auto profile = runtime::calibrate(*comm, o, [&](const std::string& line) {
+  const auto profile = measure::calibrate(*comm, o, [&](const std::string& line) {
     if (printer) std::cout << "  " << line << std::endl;
   });
   comm->barrier({});

@@ -34,7 +34,7 @@ struct BenchArgs {
   std::string json;
   double timeout_s = 300;
   int inject_wrong = -1;  ///< hidden: this rank's contribution is off by one (tests)
-  runtime::LaunchOptions launch;
+  launch::LaunchOptions launch;
   bool processes_given = false;
 };
 
@@ -80,17 +80,17 @@ std::vector<std::string> rank_argv(const BenchArgs& a) {
 }
 
 int run_rank(const BenchArgs& a) {
-  const runtime::DistEnv env = runtime::read_dist_env();
+  const launch::DistEnv env = launch::read_dist_env();
   const std::string backend = backend_of(a);
   const c10::Device device =
       backend == "nccl" ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
                         : c10::Device(c10::kCPU);
   if (device.is_cpu()) {
-    runtime::set_cpu_threads(runtime::cpu_threads_per_process(env.local_world_size));
+    runtime::set_cpu_threads(measure::cpu_threads_per_process(env.local_world_size));
     runtime::keep_freed_host_memory();
   }
-  runtime::CommBenchOptions o;
-  o.dtype = runtime::parse_bench_dtype(a.dtype, "-d");
+  measure::CommBenchOptions o;
+  o.dtype = measure::parse_bench_dtype(a.dtype, "-d");
   o.sizes = scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"),
                                  scenario::parse_size(a.max_bytes, "-e"), a.factor);
   o.warmup = a.warmup;
@@ -103,7 +103,7 @@ int run_rank(const BenchArgs& a) {
   for (const auto& name : a.ops) ops.push_back(scenario::parse_comm_op(name, "--op"));
 
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(a.timeout_s * 1000));
-  auto comm = runtime::make_communicator(env, backend, timeout);
+  auto comm = comm::make_communicator(env, backend, timeout);
   const bool printer = env.rank == 0;
   if (printer) {
     std::cout << "# stratagem commbench: " << backend << ", " << env.world_size << " rank"
@@ -125,13 +125,13 @@ int run_rank(const BenchArgs& a) {
   std::int64_t wrong = 0;
   for (scenario::CommOp op : ops) {
     o.op = op;
-    if (printer) std::cout << "#\n" << runtime::commbench_header(o, env.world_size) << std::flush;
-    const auto rows = runtime::run_commbench(*comm, o, [&](const runtime::CommBenchRow& row) {
-      if (printer) std::cout << runtime::commbench_row_text(row, o) << std::endl;
+    if (printer) std::cout << "#\n" << measure::commbench_header(o, env.world_size) << std::flush;
+    const auto rows = measure::run_commbench(*comm, o, [&](const measure::CommBenchRow& row) {
+      if (printer) std::cout << measure::commbench_row_text(row, o) << std::endl;
     });
-    if (printer) std::cout << runtime::commbench_footer(rows) << std::flush;
+    if (printer) std::cout << measure::commbench_footer(rows) << std::flush;
     for (const auto& r : rows) wrong += std::max<std::int64_t>(r.wrong, 0);
-    out["ops"].push_back(runtime::commbench_json(o, env.world_size, rows));
+    out["ops"].push_back(measure::commbench_json(o, env.world_size, rows));
   }
   comm->barrier({});
   if (printer && !a.json.empty()) {
@@ -150,7 +150,7 @@ int run(BenchArgs& a) {
   if (!a.processes_given && started_as_rank()) return run_rank(a);
   // Check the flags here rather than in every rank.
   (void)backend_of(a);
-  (void)runtime::parse_bench_dtype(a.dtype, "-d");
+  (void)measure::parse_bench_dtype(a.dtype, "-d");
   (void)scenario::size_sweep(scenario::parse_size(a.min_bytes, "-b"),
                              scenario::parse_size(a.max_bytes, "-e"), a.factor);
   for (const auto& name : a.ops) (void)scenario::parse_comm_op(name, "--op");

@@ -22,7 +22,7 @@ namespace {
 
 struct RunArgs {
   WorkerFlags worker;
-  runtime::LaunchOptions launch;
+  launch::LaunchOptions launch;
   int liveness_s = 60;
 };
 
@@ -56,7 +56,7 @@ int run(RunArgs& a) {
       os << "[rank " << rank << "] " << line << std::endl;
     }
   };
-  const runtime::LaunchResult r = runtime::launch(l, argv);
+  const launch::LaunchResult r = launch::launch(l, argv);
   if (r.exit_code != 0) std::cerr << "error: " << r.message << std::endl;
   return r.exit_code;
 }

@@ -65,11 +65,11 @@ result::RunResult run_for_real(const scenario::Scenario& scenario, const std::st
   std::vector<std::string> argv = {this_executable(), "worker"};
   for (auto& a : worker_argv(flags)) argv.push_back(std::move(a));
 
-  runtime::LaunchOptions launch;
+  launch::LaunchOptions launch;
   launch.num_processes = o.num_processes;
   launch.main_process_port = 0;  // a free port: runs follow each other quickly
   launch.on_line = [](int, bool, const std::string&) {};  // kept in the failure report
-  const runtime::LaunchResult r = runtime::launch(launch, argv);
+  const launch::LaunchResult r = launch::launch(launch, argv);
   if (r.exit_code != 0) throw RuntimeError(label + ": the real run failed: " + r.message);
   return result::load_result(result_file);
 }

@@ -15,7 +15,8 @@ struct RealRunOptions {
   bool cpu = false;        ///< CPU and Gloo even when a GPU is present
   double timeout_s = 300;  ///< no progress for this long ends the job
   std::string work_dir;    ///< scenario and result files go here
-  bool measure_units = false;  ///< the workers time the model's units first (--measure_units)
+  bool measure_units =
+      false;  ///< the workers time the model's units first (--measure::measure_units)
 };
 
 /// Writes `scenario` to work_dir/<label>.scenario.json, trains it for real and returns the

@@ -25,12 +25,12 @@ inline std::string this_executable() {
 
 /// True when a launcher (ours, torchrun, Slurm, mpirun) started this process as one rank.
 inline bool started_as_rank() {
-  return runtime::read_dist_env().launcher != "none";
+  return launch::read_dist_env().launcher != "none";
 }
 
 /// Runs `this_executable() args...` as `l.num_processes` ranks; rank 0's stdout goes through
 /// unprefixed (it prints the tables), everything else as "[rank N] line". Returns the exit code.
-inline int launch_self(runtime::LaunchOptions l, const std::vector<std::string>& args) {
+inline int launch_self(launch::LaunchOptions l, const std::vector<std::string>& args) {
   if (l.num_processes < 1) throw SpecError("--num_processes", "must be >= 1");
   std::vector<std::string> argv = {this_executable()};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -42,7 +42,7 @@ inline int launch_self(runtime::LaunchOptions l, const std::vector<std::string>&
       os << "[rank " << rank << "] " << line << std::endl;
     }
   };
-  const runtime::LaunchResult r = runtime::launch(l, argv);
+  const launch::LaunchResult r = launch::launch(l, argv);
   if (r.exit_code != 0 && !r.message.empty()) std::cerr << "error: " << r.message << std::endl;
   return r.exit_code;
 }

@@ -61,7 +61,8 @@ constexpr auto kPublishPeriod = std::chrono::milliseconds(200);
 // waiting can say where every other rank was.
 class OpPublisher {
  public:
-  OpPublisher(std::shared_ptr<Store> store, int rank) : store_(std::move(store)), rank_(rank) {
+  OpPublisher(std::shared_ptr<comm::Store> store, int rank)
+      : store_(std::move(store)), rank_(rank) {
     thread_ = std::thread([this] { loop(); });
   }
   ~OpPublisher() {
@@ -111,7 +112,7 @@ class OpPublisher {
     }
   }
 
-  std::shared_ptr<Store> store_;
+  std::shared_ptr<comm::Store> store_;
   int rank_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -121,7 +122,7 @@ class OpPublisher {
   std::thread thread_;
 };
 
-std::string where_ranks_were(Store& store, int world) {
+std::string where_ranks_were(comm::Store& store, int world) {
   // Let the other ranks' publishers catch up with where they are now.
   std::this_thread::sleep_for(2 * kPublishPeriod);
   std::ostringstream s;
@@ -184,7 +185,8 @@ scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes,
       if (original.contains(link)) c[link] = original[link];
     }
     if (!c.contains("inter_node") && c.contains("intra_node")) c["inter_node"] = c["intra_node"];
-    if (measure_device) c["gpu"] = scenario::to_json(measure_cpu_device(processes_per_node));
+    if (measure_device)
+      c["gpu"] = scenario::to_json(measure::measure_cpu_device(processes_per_node));
     j["cluster"] = c;
   }
   scenario::Scenario parsed = scenario::parse_scenario(j, args.scenario);
@@ -193,25 +195,27 @@ scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes,
 }
 
 int run_worker(const WorkerArgs& args) {
-  Heartbeat::start_from_env();
-  const DistEnv env = read_dist_env();
+  launch::Heartbeat::start_from_env();
+  const launch::DistEnv env = launch::read_dist_env();
   const bool cuda = !args.cpu && at::hasCUDA();
   const c10::Device device =
       cuda ? c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank))
            : c10::Device(c10::kCPU);
   if (!cuda) {
-    set_cpu_threads(cpu_threads_per_process(env.local_world_size));
+    set_cpu_threads(measure::cpu_threads_per_process(env.local_world_size));
     keep_freed_host_memory();
   }
   scenario::Scenario scenario =
       job_scenario(args, !cuda, env.world_size / env.local_world_size, env.local_world_size, true);
   const auto timeout = std::chrono::milliseconds(static_cast<std::int64_t>(args.timeout_s * 1000));
-  Heartbeat::progress("rendezvous at " + env.master_addr + ":" + std::to_string(env.master_port));
-  auto store = rendezvous(env, timeout);
-  Heartbeat::progress("connecting the communicator");
-  auto comm = make_communicator(env, store, cuda ? "nccl" : "gloo", timeout);
+  launch::Heartbeat::progress("rendezvous at " + env.master_addr + ":" +
+                              std::to_string(env.master_port));
+  auto store = comm::rendezvous(env, timeout);
+  launch::Heartbeat::progress("connecting the communicator");
+  auto comm = comm::make_communicator(env, store, cuda ? "nccl" : "gloo", timeout);
   if (args.measure_units) {
-    scenario.cluster.gpu.measured_units = {measure_units_on_all_ranks(scenario, *comm, device, 12)};
+    scenario.cluster.gpu.measured_units = {
+        measure::measure_units_on_all_ranks(scenario, *comm, device, 12)};
   }
   const int rank = env.rank;
   const std::int64_t steps = scenario.training.steps;
@@ -297,7 +301,7 @@ int run_worker(const WorkerArgs& args) {
                 << " % hidden behind compute)" << std::endl;
     }
   }
-  comm->barrier(GroupSpec{});
+  comm->barrier(comm::GroupSpec{});
   return 0;
 }
 

@@ -130,7 +130,7 @@ void BM_ExecutorStep(benchmark::State& state) {
   runtime::set_cpu_threads(1);
   const scenario::Scenario s = bench_scenario();
   const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
-  auto comms = runtime::make_inproc_world(1, std::chrono::seconds(60));
+  auto comms = comm::make_inproc_world(1, std::chrono::seconds(60));
   const auto data = runtime::make_synthetic_data(s.model.vocab, 1);
   runtime::ExecutorOptions options;
   runtime::Executor executor(plan, 0, *comms[0], *data, options, c10::Device(c10::kCPU));
@@ -146,7 +146,7 @@ void BM_ExecutorStepTp(benchmark::State& state) {
   s.strategy.sequence_parallel = true;
   s.cluster.gpus_per_node = 2;
   const plan::StepPlan plan = plan::build_plan(s, {.fold = false});
-  auto comms = runtime::make_inproc_world(2, std::chrono::seconds(60));
+  auto comms = comm::make_inproc_world(2, std::chrono::seconds(60));
   const auto data = runtime::make_synthetic_data(s.model.vocab, 1);
   std::vector<std::unique_ptr<runtime::Executor>> executors;
   for (int r = 0; r < 2; ++r) {

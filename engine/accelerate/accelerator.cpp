@@ -21,7 +21,7 @@ namespace stratagem::accelerate {
 
 namespace {
 
-c10::Device pick_device(const AcceleratorOptions& o, const runtime::DistEnv& env) {
+c10::Device pick_device(const AcceleratorOptions& o, const launch::DistEnv& env) {
   if (o.cpu || !torch::cuda::is_available()) return c10::Device(c10::kCPU);
   const int count = static_cast<int>(torch::cuda::device_count());
   return c10::Device(c10::kCUDA, static_cast<c10::DeviceIndex>(env.local_rank % count));
@@ -88,11 +88,11 @@ AccumulateGuard::~AccumulateGuard() = default;
 
 Accelerator::Accelerator(AcceleratorOptions options)
     : options_(std::move(options)),
-      env_(runtime::read_dist_env()),
+      env_(launch::read_dist_env()),
       device_(pick_device(options_, env_)) {
-  runtime::Heartbeat::start_from_env();  // `stratagem launch` watches liveness through it
-  runtime::Heartbeat::progress("starting the Accelerator");
-  runtime::compat::set_library_log_level(!options_.debug);
+  launch::Heartbeat::start_from_env();  // `stratagem launch` watches liveness through it
+  launch::Heartbeat::progress("starting the Accelerator");
+  comm::compat::set_library_log_level(!options_.debug);
   // On CPUs reuse freed blocks instead of fresh zeroed pages each step, as the workers do.
   if (device_.is_cpu()) runtime::keep_freed_host_memory();
   if (options_.seed) set_seed(*options_.seed);
@@ -100,9 +100,9 @@ Accelerator::Accelerator(AcceleratorOptions options)
     throw SpecError("gradient_accumulation_steps", "must be >= 1");
   }
   if (env_.world_size == 1) {
-    comm_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
+    comm_ = std::move(comm::make_inproc_world(1, options_.timeout)[0]);
   } else {
-    comm_ = runtime::make_communicator(env_, device_.is_cuda() ? "nccl" : "gloo", options_.timeout);
+    comm_ = comm::make_communicator(env_, device_.is_cuda() ? "nccl" : "gloo", options_.timeout);
   }
   if (options_.mixed_precision == scenario::Precision::fp16) {
     scaler_ = std::make_unique<runtime::DynamicLossScaler>(options_.loss_scale);
@@ -117,7 +117,7 @@ Accelerator::~Accelerator() {
   // failing rank must exit, and the launcher then ends the others).
   if (std::uncaught_exceptions() == 0 && comm_ && env_.world_size > 1) {
     try {
-      comm_->barrier(runtime::GroupSpec{});
+      comm_->barrier(comm::GroupSpec{});
     } catch (const std::exception&) {
       // The job is ending anyway; the launcher reports who failed.
     }
@@ -208,7 +208,7 @@ void Accelerator::prepare_pipeline_model(torch::nn::Sequential model,
   model_name_ = readable_name(model->name());
   if (pipeline_->replicas() == 1) {
     // One pipeline: the stage's gradients need no sync; its buffers live on a one-process world.
-    solo_ = std::move(runtime::make_inproc_world(1, options_.timeout)[0]);
+    solo_ = std::move(comm::make_inproc_world(1, options_.timeout)[0]);
     dp_ = std::make_unique<DataParallel>(*pipeline_->stage_module(), optimizer, *solo_, tracer_,
                                          stage_options_, device_);
   } else {
@@ -267,7 +267,7 @@ void Accelerator::add_loader(DataLoaderBase& loader, const std::string& name) {
 void Accelerator::set_autocast(bool on) {
   std::optional<at::ScalarType> dtype;
   if (on && options_.mixed_precision == scenario::Precision::bf16 &&
-      (device_.is_cuda() || runtime::compat::cpu_bf16_autocast_works())) {
+      (device_.is_cuda() || comm::compat::cpu_bf16_autocast_works())) {
     dtype = at::kBFloat16;
   }
   // fp16 autocast exists on CUDA only in LibTorch 1.13 (and bf16 on a CPU is unusable there,
@@ -278,7 +278,7 @@ void Accelerator::set_autocast(bool on) {
   }
   autocast_on_ = on;
   if (!on && options_.mixed_precision == scenario::Precision::no) return;
-  runtime::compat::set_autocast(device_.type(), dtype);
+  comm::compat::set_autocast(device_.type(), dtype);
 }
 
 void Accelerator::begin_micro_step() {
@@ -314,7 +314,7 @@ double Accelerator::loss_scale() const {
 
 void Accelerator::backward(const at::Tensor& loss) {
   if (!dp_) throw SpecError("backward", "call prepare() before backward()");
-  runtime::Heartbeat::progress("backward");
+  launch::Heartbeat::progress("backward");
   if (pipeline_) throw SpecError("backward", "a pipeline trains with train_batch()");
   const double forward_end = tracer_.now();
   tracer_.add(result::SpanKind::forward, plan::Stream::compute, mark_s_, forward_end);
@@ -347,7 +347,7 @@ void Accelerator::backward(const at::Tensor& loss) {
 }
 
 void Accelerator::optimizer_step() {
-  runtime::Heartbeat::progress("optimizer step");
+  launch::Heartbeat::progress("optimizer step");
   check_usage(UsagePoint::optimizer_step);
   if (!sync_) return;  // accumulating
   set_autocast(false);
@@ -377,7 +377,7 @@ void Accelerator::optimizer_zero_grad() {
 }
 
 void Accelerator::wait_for_everyone() {
-  comm_->barrier(runtime::GroupSpec{});
+  comm_->barrier(comm::GroupSpec{});
 }
 
 at::Tensor Accelerator::gather(const at::Tensor& tensor) {
@@ -388,8 +388,8 @@ at::Tensor Accelerator::gather(const at::Tensor& tensor) {
   at::Tensor dims = at::tensor(shape, at::kLong).to(device_);
   at::Tensor hi = dims.clone(), lo = dims.neg();
   // Over the data-parallel ranks: a TP group's ranks hold the same values.
-  comm_->all_reduce(hi, dp_group_, runtime::ReduceOp::max)->wait();
-  comm_->all_reduce(lo, dp_group_, runtime::ReduceOp::max)->wait();
+  comm_->all_reduce(hi, dp_group_, comm::ReduceOp::max)->wait();
+  comm_->all_reduce(lo, dp_group_, comm::ReduceOp::max)->wait();
   if (!at::equal(hi, lo.neg())) {
     throw SpecError("gather", "the tensors' shapes differ between processes");
   }
@@ -405,9 +405,7 @@ at::Tensor Accelerator::reduce(const at::Tensor& tensor, const std::string& op) 
   }
   at::Tensor t = tensor.detach().to(device_).contiguous().clone();
   if (op == "mean" && !t.is_floating_point()) t = t.to(at::kFloat);
-  comm_
-      ->all_reduce(t, dp_group_, op == "max" ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
-      ->wait();
+  comm_->all_reduce(t, dp_group_, op == "max" ? comm::ReduceOp::max : comm::ReduceOp::sum)->wait();
   if (op == "mean") t.div_(dp_size());
   return t;
 }

@@ -287,8 +287,8 @@ class Accelerator {
   void export_scenario(const std::string& path, const ExportOptions& options = {});
 
   const AcceleratorOptions& options() const { return options_; }
-  runtime::Communicator& communicator() { return *comm_; }
-  const runtime::DistEnv& dist_env() const { return env_; }
+  comm::Communicator& communicator() { return *comm_; }
+  const launch::DistEnv& dist_env() const { return env_; }
   Tracer& tracer() { return tracer_; }
 
  private:
@@ -334,23 +334,23 @@ class Accelerator {
   scenario::Scenario scenario(const ExportOptions* where) const;
 
   AcceleratorOptions options_;
-  runtime::DistEnv env_;
+  launch::DistEnv env_;
   /// Tensor parallelism: this rank's TP group, and the data-parallel group (ranks of equal TP
   /// index) that gradients, loaders and metrics span; both empty without TP.
   TpGroup tp_;
-  runtime::GroupSpec dp_group_;
+  comm::GroupSpec dp_group_;
   int dp_size() const { return env_.world_size / options_.tp_size; }
   int dp_index() const { return env_.rank / options_.tp_size; }
   void prepare_tensor_parallel(torch::nn::Module& module);
   c10::Device device_;
-  std::unique_ptr<runtime::Communicator> comm_;
+  std::unique_ptr<comm::Communicator> comm_;
   Tracer tracer_;
   std::unique_ptr<runtime::DynamicLossScaler> scaler_;
   torch::nn::Module* model_ = nullptr;
   std::string model_name_;
   std::unique_ptr<DataParallel> dp_;
   std::unique_ptr<Pipeline> pipeline_;
-  std::unique_ptr<runtime::Communicator> solo_;  ///< a one-process world: the stage's own
+  std::unique_ptr<comm::Communicator> solo_;  ///< a one-process world: the stage's own
   AcceleratorOptions stage_options_;
   std::shared_ptr<AcceleratedOptimizer> optimizer_;
   /// The loaders prepared, in order; save_state records each one's position, and the first

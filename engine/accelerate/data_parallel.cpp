@@ -16,7 +16,7 @@ namespace {
 
 constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 
-using runtime::ReduceOp;
+using comm::ReduceOp;
 
 bool same_memory(const at::Tensor& a, const at::Tensor& b) {
   return a.defined() && b.defined() && a.data_ptr() == b.data_ptr() && a.sizes() == b.sizes();
@@ -64,9 +64,9 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer_like(
 
 DataParallel::DataParallel(torch::nn::Module& model,
                            std::shared_ptr<torch::optim::Optimizer> user_optimizer,
-                           runtime::Communicator& comm, Tracer& tracer,
+                           comm::Communicator& comm, Tracer& tracer,
                            const AcceleratorOptions& options, c10::Device device,
-                           runtime::GroupSpec group)
+                           comm::GroupSpec group)
     : model_(model),
       user_(std::move(user_optimizer)),
       comm_(comm),
@@ -107,10 +107,9 @@ DataParallel::DataParallel(torch::nn::Module& model,
       auto& p = groups_[g].params[i];
       if (!staged_) p.mutable_grad() = groups_[g].slot(groups_[g].grad, i);
       // The hooks outlive this object (autograd keeps them): after free_memory they do nothing.
-      hooks_.push_back(runtime::compat::add_post_accumulate_grad_hook(
-          p, [this, alive = alive_, g, i] {
-            if (*alive) on_grad(g, i);
-          }));
+      hooks_.push_back(comm::compat::add_post_accumulate_grad_hook(p, [this, alive = alive_, g, i] {
+        if (*alive) on_grad(g, i);
+      }));
     }
     if (staged_) groups_[g].grad = at::Tensor();  // allocated per backward
   }
@@ -125,7 +124,6 @@ DataParallel::DataParallel(torch::nn::Module& model,
     inner_ = make_optimizer_like(*user_, std::move(param_groups));
   }
 }
-
 
 int DataParallel::param_group_of(const at::Tensor& p) const {
   const auto& groups = user_->param_groups();
@@ -230,7 +228,7 @@ void DataParallel::launch(std::size_t g) {
   if (!sharded_) {
     span = tracer_.begin(result::SpanKind::all_reduce, plan::Stream::collective, G.full_bytes(),
                          static_cast<int>(g));
-    G.work = comm_.all_reduce(G.grad, group_, ReduceOp::sum);
+    G.work = comm_.all_reduce(G.grad, group_, comm::ReduceOp::sum);
   } else {
     span = tracer_.begin(result::SpanKind::reduce_scatter, plan::Stream::collective, G.full_bytes(),
                          static_cast<int>(g));
@@ -286,7 +284,7 @@ bool DataParallel::found_inf() {
     if (g.defined())
       flag = at::maximum(flag, g.isfinite().logical_not().any().to(at::kFloat).reshape({1}));
   }
-  comm_.all_reduce(flag, group_, ReduceOp::max)->wait();
+  comm_.all_reduce(flag, group_, comm::ReduceOp::max)->wait();
   return flag.item<float>() > 0;
 }
 

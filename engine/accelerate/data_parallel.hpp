@@ -41,8 +41,8 @@ class DataParallel {
   /// Data parallelism over `group` of `comm` (empty: every process), e.g. one pipeline
   /// stage's replicas.
   DataParallel(torch::nn::Module& model, std::shared_ptr<torch::optim::Optimizer> user_optimizer,
-               runtime::Communicator& comm, Tracer& tracer, const AcceleratorOptions& options,
-               c10::Device device, runtime::GroupSpec group = {});
+               comm::Communicator& comm, Tracer& tracer, const AcceleratorOptions& options,
+               c10::Device device, comm::GroupSpec group = {});
   /// The model may be gone by then (declared after the Accelerator): touches only itself.
   ~DataParallel();
   /// free_memory(): hands the model back as it was given (FSDP's Sequential entries
@@ -104,8 +104,8 @@ class DataParallel {
   torch::nn::Module& model_;
   std::shared_ptr<torch::optim::Optimizer> user_;
   std::unique_ptr<torch::optim::Optimizer> inner_;  ///< sharded strategies
-  runtime::Communicator& comm_;
-  runtime::GroupSpec group_;
+  comm::Communicator& comm_;
+  comm::GroupSpec group_;
   Tracer& tracer_;
   const AcceleratorOptions& options_;
   c10::Device device_;

@@ -48,13 +48,13 @@ at::Tensor FlatGroup::shard_of(const at::Tensor& buffer, int rank) const {
 
 void FlatGroup::free_full() {
   if (!gathered) return;
-  runtime::compat::resize_storage(flat, 0);
+  comm::compat::resize_storage(flat, 0);
   gathered = false;
 }
 
 void FlatGroup::allocate_full() {
   if (gathered) return;
-  runtime::compat::resize_storage(flat, static_cast<std::size_t>(padded) * flat.element_size());
+  comm::compat::resize_storage(flat, static_cast<std::size_t>(padded) * flat.element_size());
   gathered = true;
 }
 

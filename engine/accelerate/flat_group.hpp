@@ -37,7 +37,7 @@ struct FlatGroup {
   int ready = 0;
   bool launched = false;
   at::Tensor reduce_out;  ///< reduce-scatter output in flight
-  runtime::WorkPtr work;
+  comm::WorkPtr work;
 
   /// Moves `params` (on `device`) into a new flat buffer and makes them views of it.
   void build(std::vector<at::Tensor> params_in, int world, int rank, const c10::Device& device);

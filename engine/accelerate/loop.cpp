@@ -18,7 +18,7 @@
 namespace stratagem::accelerate {
 
 void set_seed(std::uint64_t seed, bool device_specific) {
-  if (device_specific) seed += static_cast<std::uint64_t>(runtime::read_dist_env().rank);
+  if (device_specific) seed += static_cast<std::uint64_t>(launch::read_dist_env().rank);
   torch::manual_seed(seed);  // the CPU generator and, where there is one, every GPU's
   std::srand(static_cast<unsigned>(seed));
 }
@@ -106,7 +106,7 @@ bool Accelerator::unscale_gradients() {
   if (pipeline_ || options_.tp_size > 1) {
     // Each stage (TP rank) saw only its own gradients: every process skips if any overflowed.
     at::Tensor f = at::tensor({overflow ? 1.0 : 0.0}, at::kDouble).to(device_);
-    comm_->all_reduce(f, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+    comm_->all_reduce(f, comm::GroupSpec{}, comm::ReduceOp::max)->wait();
     overflow = f.cpu().item<double>() > 0;
   }
   if (!overflow) dp_->scale_grads(1.0 / scaler_->scale());
@@ -138,8 +138,7 @@ double Accelerator::clip_grad_norm_(double max_norm, double norm_type) {
   }
   const bool inf_norm = std::isinf(norm_type);
   at::Tensor part = at::tensor({dp_->grad_norm_part(norm_type)}, at::kDouble).to(device_);
-  comm_->all_reduce(part, runtime::GroupSpec{},
-                    inf_norm ? runtime::ReduceOp::max : runtime::ReduceOp::sum)
+  comm_->all_reduce(part, comm::GroupSpec{}, inf_norm ? comm::ReduceOp::max : comm::ReduceOp::sum)
       ->wait();
   const double total = part.cpu().item<double>();
   const double norm = inf_norm ? total : std::pow(total, 1.0 / norm_type);
@@ -232,7 +231,7 @@ std::vector<std::pair<std::string, at::Tensor>> Accelerator::get_state_dict() {
     out.emplace_back(p.key(), t.detach().to(at::kCPU).clone());
   }
   for (auto& b : model_->named_buffers()) out.emplace_back(b.key(), b.value().to(at::kCPU).clone());
-  comm_->barrier(runtime::GroupSpec{});
+  comm_->barrier(comm::GroupSpec{});
   return out;
 }
 

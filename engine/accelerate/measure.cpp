@@ -13,8 +13,8 @@ namespace stratagem::accelerate {
 
 namespace {
 
-using runtime::compat::GraphNode;
-using runtime::compat::ProfiledEvent;
+using comm::compat::GraphNode;
+using comm::compat::ProfiledEvent;
 
 constexpr std::size_t kNever = std::numeric_limits<std::size_t>::max();
 
@@ -189,7 +189,7 @@ ModelMeasurer::~ModelMeasurer() { disarm(); }
 bool ModelMeasurer::arm() {
   if (unavailable_) return false;
   try {
-    runtime::compat::start_op_profiler();
+    comm::compat::start_op_profiler();
     armed_ = true;
   } catch (const std::exception&) {
     armed_ = false;  // a profiler of the user's is on: measure nothing
@@ -202,7 +202,7 @@ void ModelMeasurer::disarm() {
   if (!armed_) return;
   armed_ = false;
   try {
-    runtime::compat::stop_op_profiler();
+    comm::compat::stop_op_profiler();
   } catch (const std::exception&) {
   }
 }
@@ -211,7 +211,7 @@ void ModelMeasurer::finish(const at::Tensor& loss, torch::nn::Module& model, con
                            std::int64_t samples, double element_bytes) {
   if (!armed_) return;
   armed_ = false;
-  const auto events = runtime::compat::stop_op_profiler();
+  const auto events = comm::compat::stop_op_profiler();
   const std::vector<BlockCandidate> blocks = find_blocks(model, dp);
   std::vector<at::Tensor> params;
   std::vector<int> owner;
@@ -228,14 +228,14 @@ void ModelMeasurer::finish(const at::Tensor& loss, torch::nn::Module& model, con
   }
   std::vector<std::string> names;
   for (const auto& b : blocks) names.push_back(b.name);
-  const auto graph = runtime::compat::autograd_graph(loss, params);
+  const auto graph = comm::compat::autograd_graph(loss, params);
   std::vector<std::uint64_t> last_ops;
   scenario::MeasuredModel m =
       attribute_forward(events, graph, owner, numel, names, samples, &last_ops);
   // The boundary: the median of the blocks' outputs (shapes read once, outside the profiler).
   const std::unordered_set<std::uint64_t> wanted(last_ops.begin(), last_ops.end());
   std::vector<double> outputs;
-  for (const auto& n : runtime::compat::autograd_graph(loss, params, wanted)) {
+  for (const auto& n : comm::compat::autograd_graph(loss, params, wanted)) {
     if (wanted.count(n.sequence_nr) && n.output_bytes > 0) {
       outputs.push_back(static_cast<double>(n.output_bytes));
     }

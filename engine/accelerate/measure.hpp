@@ -38,8 +38,8 @@ std::vector<BlockCandidate> find_blocks(torch::nn::Module& model, const DataPara
 ///   samples: rows of the micro-batch (figures are divided by it)
 /// Returns the model with input, blocks (in the order the forward ran them) and output, and in
 /// `last_ops` each block's last autograd op (sequence number; its output is the boundary).
-scenario::MeasuredModel attribute_forward(const std::vector<runtime::compat::ProfiledEvent>& events,
-                                          const std::vector<runtime::compat::GraphNode>& graph,
+scenario::MeasuredModel attribute_forward(const std::vector<comm::compat::ProfiledEvent>& events,
+                                          const std::vector<comm::compat::GraphNode>& graph,
                                           const std::vector<int>& owner,
                                           const std::vector<std::int64_t>& numel,
                                           const std::vector<std::string>& blocks,

@@ -26,7 +26,7 @@ std::int64_t param_count(const std::shared_ptr<torch::nn::Module>& m) {
 
 }  // namespace
 
-Pipeline::Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tracer& tracer,
+Pipeline::Pipeline(torch::nn::Sequential model, comm::Communicator& comm, Tracer& tracer,
                    const AcceleratorOptions& options, c10::Device device)
     : model_(std::move(model)),
       comm_(comm),
@@ -80,15 +80,15 @@ Pipeline::Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tra
       stage_module_->push_back(std::to_string(i), layer);
     } else {
       for (auto& p : children[static_cast<std::size_t>(i)]->parameters()) {
-        runtime::compat::resize_storage(p, 0);  // another stage's: not held here
+        comm::compat::resize_storage(p, 0);  // another stage's: not held here
       }
     }
     ++i;
   }
 }
 
-runtime::GroupSpec Pipeline::stage_group() const {
-  runtime::GroupSpec g;
+comm::GroupSpec Pipeline::stage_group() const {
+  comm::GroupSpec g;
   for (int j = 0; j < dp_; ++j) g.ranks.push_back(stage_ * dp_ + j);
   return g;
 }
@@ -131,7 +131,7 @@ double Pipeline::run(const at::Tensor& data, const at::Tensor& target, const Los
   ++step_;
   // The last stage of each replica knows its loss; everyone returns their mean.
   at::Tensor loss = at::tensor({stage_ == stages_ - 1 ? loss_sum_ : 0.0}, at::kDouble).to(device_);
-  comm_.all_reduce(loss, runtime::GroupSpec{}, runtime::ReduceOp::sum)->wait();
+  comm_.all_reduce(loss, comm::GroupSpec{}, comm::ReduceOp::sum)->wait();
   return loss.cpu().item<double>() / dp_;
 }
 

@@ -33,7 +33,7 @@ class Pipeline {
   /// Splits `model` into options.pipeline_stages stages over the communicator's processes
   /// (SpecError when there are more stages than layers, or the processes are not a multiple
   /// of the stages) and frees the parameters of the other stages.
-  Pipeline(torch::nn::Sequential model, runtime::Communicator& comm, Tracer& tracer,
+  Pipeline(torch::nn::Sequential model, comm::Communicator& comm, Tracer& tracer,
            const AcceleratorOptions& options, c10::Device device);
 
   int stage() const { return stage_; }
@@ -41,7 +41,7 @@ class Pipeline {
   int replicas() const { return dp_; }
   int replica() const { return replica_; }
   /// The processes holding this stage, one per replica: the data-parallel group.
-  runtime::GroupSpec stage_group() const;
+  comm::GroupSpec stage_group() const;
   /// This process's layers [begin, end) of the Sequential, as a Sequential sharing them.
   torch::nn::Sequential& stage_module() { return stage_module_; }
   std::pair<int, int> layers() const { return {begin_, end_}; }
@@ -65,14 +65,14 @@ class Pipeline {
   std::uint32_t tag(int mb, int kind) const;
 
   torch::nn::Sequential model_, stage_module_;
-  runtime::Communicator& comm_;
+  comm::Communicator& comm_;
   Tracer& tracer_;
   const AcceleratorOptions& options_;
   c10::Device device_;
   int stage_ = 0, stages_ = 1, dp_ = 1, replica_ = 0, begin_ = 0, end_ = 0;
   std::int64_t step_ = 0;
   std::vector<at::Tensor> inputs_, outputs_;
-  std::vector<runtime::WorkPtr> sends_;
+  std::vector<comm::WorkPtr> sends_;
   std::vector<at::Tensor> keep_;  ///< tensors being sent
   double loss_sum_ = 0;
   double loss_scale_ = 1.0;

@@ -23,12 +23,12 @@ namespace {
 constexpr double kMinQuickFormParams = 1e3;
 
 // Every process's string, on every process (lengths first, then padded bytes).
-std::vector<std::string> all_gather_strings(runtime::Communicator& comm, const c10::Device& device,
+std::vector<std::string> all_gather_strings(comm::Communicator& comm, const c10::Device& device,
                                             const std::string& mine) {
   const int world = comm.world_size();
   at::Tensor len = at::tensor({static_cast<std::int64_t>(mine.size())}, at::kLong).to(device);
   at::Tensor lens = at::empty({world}, len.options());
-  comm.all_gather(lens, len, runtime::GroupSpec{})->wait();
+  comm.all_gather(lens, len, comm::GroupSpec{})->wait();
   lens = lens.cpu();
   std::int64_t longest = 1;  // never an empty all-gather (Gloo divides by its size)
   for (int r = 0; r < world; ++r) longest = std::max(longest, lens[r].item<std::int64_t>());
@@ -36,7 +36,7 @@ std::vector<std::string> all_gather_strings(runtime::Communicator& comm, const c
   std::memcpy(buf.data_ptr(), mine.data(), mine.size());
   buf = buf.to(device);
   at::Tensor all = at::empty({longest * world}, buf.options());
-  comm.all_gather(all, buf, runtime::GroupSpec{})->wait();
+  comm.all_gather(all, buf, comm::GroupSpec{})->wait();
   all = all.cpu();
   std::vector<std::string> out;
   const char* p = static_cast<const char*>(all.data_ptr());
@@ -173,11 +173,11 @@ result::RunResult Accelerator::trace() {
   if (times.size() > 1) times.erase(times.begin());
   if (!times.empty()) step_time = result::median(times);
   at::Tensor t = at::tensor({step_time}, at::kDouble).to(device_);
-  comm_->all_reduce(t, runtime::GroupSpec{}, runtime::ReduceOp::max)->wait();
+  comm_->all_reduce(t, comm::GroupSpec{}, comm::ReduceOp::max)->wait();
   r.metrics.step_time_s = t.cpu().item<double>();
   if (!losses_.empty()) {
     at::Tensor l = at::tensor(losses_, at::kDouble).to(device_);
-    comm_->all_reduce(l, runtime::GroupSpec{}, runtime::ReduceOp::sum)->wait();
+    comm_->all_reduce(l, comm::GroupSpec{}, comm::ReduceOp::sum)->wait();
     l = l.cpu() / env_.world_size;
     for (std::int64_t i = 0; i < l.numel(); ++i) r.metrics.losses.push_back(l[i].item<double>());
   }

@@ -9,7 +9,7 @@ namespace stratagem::accelerate {
 namespace {
 
 void all_reduce(const TpGroup& g, torch::Tensor& t) {
-  g.comm->all_reduce(t, g.group, runtime::ReduceOp::sum)->wait();
+  g.comm->all_reduce(t, g.group, comm::ReduceOp::sum)->wait();
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ using TpPlan = std::vector<std::pair<std::string, TpStyle>>;
 
 /// The TP group a sharded layer communicates over: its members and this rank's position.
 struct TpGroup {
-  runtime::Communicator* comm = nullptr;
-  runtime::GroupSpec group;
+  comm::Communicator* comm = nullptr;
+  comm::GroupSpec group;
   int size = 1;
   int index = 0;
 };

@@ -13,7 +13,7 @@ WorkWatcher::~WorkWatcher() {
   thread_.join();
 }
 
-void WorkWatcher::push(runtime::WorkPtr work, std::function<void()> on_done) {
+void WorkWatcher::push(comm::WorkPtr work, std::function<void()> on_done) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(std::move(work), std::move(on_done));

@@ -20,7 +20,7 @@ class WorkWatcher {
   WorkWatcher(const WorkWatcher&) = delete;
   WorkWatcher& operator=(const WorkWatcher&) = delete;
 
-  void push(runtime::WorkPtr work, std::function<void()> on_done);
+  void push(comm::WorkPtr work, std::function<void()> on_done);
   /// Waits until every pushed work completed; rethrows the first failure.
   void drain();
 
@@ -28,7 +28,7 @@ class WorkWatcher {
   void loop();
   std::mutex mu_;
   std::condition_variable cv_;
-  std::deque<std::pair<runtime::WorkPtr, std::function<void()>>> queue_;
+  std::deque<std::pair<comm::WorkPtr, std::function<void()>>> queue_;
   int in_flight_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;

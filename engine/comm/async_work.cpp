@@ -4,7 +4,7 @@
 
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 std::string duration_text(std::chrono::milliseconds t) {
   std::ostringstream s;
@@ -63,4 +63,4 @@ void AsyncWork::wait(std::chrono::milliseconds timeout) {
   throw RuntimeError(msg);
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -10,7 +10,7 @@
 
 #include "engine/comm/communicator.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class AsyncWork : public Work {
  public:
@@ -44,4 +44,4 @@ class AsyncWork : public Work {
 /// "2.5 s", "300 ms"
 std::string duration_text(std::chrono::milliseconds t);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

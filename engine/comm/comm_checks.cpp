@@ -5,7 +5,7 @@
 #include "engine/comm/comm_progress.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 std::vector<int> resolve_group(const GroupSpec& group, int world_size, int rank,
                                const std::string& op) {
@@ -53,4 +53,4 @@ std::string op_text(const std::string& op, std::uint64_t seq, const std::vector<
   return s;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -7,7 +7,7 @@
 
 #include "engine/comm/communicator.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 /// The group's ranks (world when empty), checked sorted, unique, in range and containing
 /// `rank`.
@@ -23,4 +23,4 @@ std::size_t tensor_bytes(const at::Tensor& t);
 std::string op_text(const std::string& op, std::uint64_t seq, const std::vector<int>& group,
                     const at::Tensor& t);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -7,7 +7,7 @@
 #include "engine/comm/store.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 namespace {
 
 // One record per line: "issued <group> <n>", "last <op> <group> <seq>", "running <op> <group>
@@ -260,4 +260,4 @@ std::map<int, std::optional<RankProgress>> ProgressBoard::fetch_bounded(
   return result.get();
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

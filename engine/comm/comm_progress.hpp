@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class Store;
 
@@ -100,4 +100,4 @@ class ProgressBoard {
   std::thread publisher_;
 };
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

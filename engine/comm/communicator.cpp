@@ -6,9 +6,10 @@
 #include "engine/launch/dist_env.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, std::shared_ptr<Store> store,
+std::unique_ptr<Communicator> make_communicator(const launch::DistEnv& env,
+                                                std::shared_ptr<Store> store,
                                                 const std::string& backend,
                                                 std::chrono::milliseconds timeout) {
   if (backend == "gloo") {
@@ -29,7 +30,8 @@ std::unique_ptr<Communicator> make_communicator(const DistEnv& env, std::shared_
                   "unknown communicator backend \"" + backend + "\" (expected gloo or nccl)");
 }
 
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::string& backend,
+std::unique_ptr<Communicator> make_communicator(const launch::DistEnv& env,
+                                                const std::string& backend,
                                                 std::chrono::milliseconds timeout) {
   if (backend != "gloo" && backend != "nccl") {
     return make_communicator(env, nullptr, backend, timeout);  // throws the SpecError
@@ -37,4 +39,4 @@ std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::s
   return make_communicator(env, rendezvous(env, timeout), backend, timeout);
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -16,7 +16,11 @@
 
 #include <ATen/Tensor.h>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
+struct DistEnv;
+}  // namespace stratagem::launch
+
+namespace stratagem::comm {
 
 enum class ReduceOp { sum, max };
 
@@ -64,7 +68,6 @@ class Communicator {
   virtual void barrier(const GroupSpec& group) = 0;
 };
 
-struct DistEnv;
 class Store;
 
 /// The communicator of this process for `backend` "gloo" (CPU tensors) or "nccl" (CUDA
@@ -72,11 +75,13 @@ class Store;
 /// nccl_backend.hpp): rendezvous (see store.hpp), then the backend's setup. `timeout` bounds the rendezvous and is every op's default wait.
 /// At the end of a job call barrier({}) before destroying it: rank 0 hosts the store that
 /// late subgroup set-ups of other ranks may still need.
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, const std::string& backend,
+std::unique_ptr<Communicator> make_communicator(const launch::DistEnv& env,
+                                                const std::string& backend,
                                                 std::chrono::milliseconds timeout);
 /// The same over a store from rendezvous(), which the caller may use for its own keys.
-std::unique_ptr<Communicator> make_communicator(const DistEnv& env, std::shared_ptr<Store> store,
+std::unique_ptr<Communicator> make_communicator(const launch::DistEnv& env,
+                                                std::shared_ptr<Store> store,
                                                 const std::string& backend,
                                                 std::chrono::milliseconds timeout);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

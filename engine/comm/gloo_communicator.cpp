@@ -24,7 +24,7 @@
 #include "engine/comm/store.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 namespace {
 
 using Ms = std::chrono::milliseconds;
@@ -463,7 +463,7 @@ std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> stor
       std::make_shared<GlooCore>(std::move(store), rank, world_size, options));
 }
 
-GlooOptions gloo_options_for(const DistEnv& env, std::chrono::milliseconds timeout) {
+GlooOptions gloo_options_for(const launch::DistEnv& env, std::chrono::milliseconds timeout) {
   GlooOptions o;
   o.timeout = timeout;
   if (const char* iface = std::getenv("GLOO_SOCKET_IFNAME"); iface && *iface) {
@@ -478,4 +478,4 @@ GlooOptions gloo_options_for(const DistEnv& env, std::chrono::milliseconds timeo
   return o;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -17,7 +17,7 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/launch/dist_env.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class Store;
 
@@ -38,6 +38,6 @@ std::unique_ptr<Communicator> make_gloo_communicator(std::shared_ptr<Store> stor
 
 /// Transport address for this process: the interface in GLOO_SOCKET_IFNAME when set, loopback
 /// when the whole job is on this machine, else this machine's host name.
-GlooOptions gloo_options_for(const DistEnv& env, std::chrono::milliseconds timeout);
+GlooOptions gloo_options_for(const launch::DistEnv& env, std::chrono::milliseconds timeout);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -9,7 +9,7 @@
 #include "engine/comm/comm_progress.hpp"
 #include "engine/comm/store.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 namespace {
 
 using Ms = std::chrono::milliseconds;
@@ -18,7 +18,7 @@ using Ms = std::chrono::milliseconds;
 // rank's index in the group) and waits for the others', so a timeout names the missing ranks.
 class StoreAdapter : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(std::shared_ptr<runtime::Store> store, std::string prefix, std::vector<int> group,
+  StoreAdapter(std::shared_ptr<comm::Store> store, std::string prefix, std::vector<int> group,
                Ms timeout, std::string what)
       : store_(std::move(store)),
         prefix_(std::move(prefix)),
@@ -55,7 +55,7 @@ class StoreAdapter : public gloo::rendezvous::Store {
   }
 
  private:
-  std::shared_ptr<runtime::Store> store_;
+  std::shared_ptr<comm::Store> store_;
   std::string prefix_;
   std::vector<int> group_;
   Ms timeout_;
@@ -100,4 +100,4 @@ std::shared_ptr<gloo::Context> connect_gloo_context(
   return ctx;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

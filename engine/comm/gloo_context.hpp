@@ -13,7 +13,7 @@
 
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class Store;
 
@@ -54,4 +54,4 @@ void dispatch_reducible(at::ScalarType t, const std::string& op, F&& f) {
   }
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -9,7 +9,7 @@
 
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 namespace {
 
 // A slot prefix of our own, clear of libgloo's (0x01 gather … 0x08 all-to-all in gloo/types.h).
@@ -66,4 +66,4 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* 
   }
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -22,7 +22,7 @@ namespace gloo {
 class Context;
 }
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 /// c = a ⊕ b over n elements (gloo::sum<T>'s signature).
 using GlooReduceFn = void (*)(void* c, const void* a, const void* b, std::size_t n);
@@ -41,4 +41,4 @@ void ring_reduce_scatter(const std::shared_ptr<gloo::Context>& ctx, const void* 
                          std::uint32_t tag, std::chrono::milliseconds timeout,
                          std::vector<char>& workspace);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -13,7 +13,7 @@
 #include "engine/comm/comm_progress.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 namespace {
 
@@ -365,4 +365,4 @@ std::vector<std::unique_ptr<Communicator>> make_inproc_world(int n,
   return out;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -11,7 +11,7 @@
 
 #include "engine/comm/communicator.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class InprocWorld;
 
@@ -46,4 +46,4 @@ class InprocCommunicator : public Communicator {
 std::vector<std::unique_ptr<Communicator>> make_inproc_world(
     int n, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 namespace {
 std::atomic<NcclFactory>& slot() {
@@ -15,4 +15,4 @@ NcclFactory nccl_backend() { return slot().load(); }
 
 void register_nccl_backend(NcclFactory factory) { slot().store(factory); }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

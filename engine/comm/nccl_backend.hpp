@@ -7,7 +7,7 @@
 #include <chrono>
 #include <memory>
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class Communicator;
 class Store;
@@ -21,4 +21,4 @@ NcclFactory nccl_backend();
 /// Called once by the NCCL library's registration (static initialisation).
 void register_nccl_backend(NcclFactory factory);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -18,7 +18,7 @@
 #include "engine/comm/store.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 namespace {
 
 using Ms = std::chrono::milliseconds;
@@ -473,4 +473,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Store> stor
                                             prefix);
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

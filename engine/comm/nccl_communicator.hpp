@@ -15,7 +15,7 @@
 
 #include "engine/comm/communicator.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 class Store;
 
@@ -26,4 +26,4 @@ std::unique_ptr<Communicator> make_nccl_communicator(std::shared_ptr<Store> stor
                                                      std::chrono::milliseconds timeout,
                                                      const std::string& prefix = "nccl/");
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

@@ -5,7 +5,7 @@
 #include "engine/comm/nccl_backend.hpp"
 #include "engine/comm/nccl_communicator.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 namespace {
 
 std::unique_ptr<Communicator> make(std::shared_ptr<Store> store, int rank, int world_size,
@@ -16,6 +16,8 @@ std::unique_ptr<Communicator> make(std::shared_ptr<Store> store, int rank, int w
 const bool registered = (register_nccl_backend(&make), true);
 
 }  // namespace
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm
 
-extern "C" const bool* stratagem_nccl_backend_anchor() { return &stratagem::runtime::registered; }
+extern "C" const bool* stratagem_nccl_backend_anchor() {
+  return &stratagem::comm::registered;
+}

@@ -9,7 +9,7 @@
 #include "engine/launch/ports.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 struct Store::Connection {
   c10::intrusive_ptr<c10d::TCPStore> tcp;
@@ -45,13 +45,14 @@ Store::Store(StoreOptions options, std::shared_ptr<Connection> connection)
 Store::~Store() = default;
 
 std::shared_ptr<Store> Store::open(const StoreOptions& options) {
-  if (options.is_server) check_port_free(options.port);
+  if (options.is_server) launch::check_port_free(options.port);
   auto conn = std::make_shared<Connection>();
   const std::string where = options.host + ":" + std::to_string(options.port);
   // The server may start seconds after its clients (its process is still loading). c10d's
   // client gives up early on a refused connection and logs every retry, so wait for the
   // listener quietly first.
-  if (!options.is_server && !wait_for_listener(options.host, options.port, options.timeout)) {
+  if (!options.is_server &&
+      !launch::wait_for_listener(options.host, options.port, options.timeout)) {
     throw RuntimeError("cannot reach the rendezvous store at " + where + " within " +
                        ms_text(options.timeout) +
                        " (is rank 0 running, and are MASTER_ADDR/MASTER_PORT right?)");
@@ -146,7 +147,7 @@ namespace {
 // Polls until every rank's arrival key exists. Rank 0 decides a timeout for everyone: it
 // publishes the missing ranks and, as it usually hosts the store, waits briefly for the ranks
 // present to read that before it exits (otherwise they would only see a closed connection).
-void wait_for_all(Store& store, const DistEnv& env, const std::vector<std::string>& keys,
+void wait_for_all(Store& store, const launch::DistEnv& env, const std::vector<std::string>& keys,
                   std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
@@ -188,7 +189,7 @@ void wait_for_all(Store& store, const DistEnv& env, const std::vector<std::strin
 
 }  // namespace
 
-std::shared_ptr<Store> rendezvous(const DistEnv& env, std::chrono::milliseconds timeout) {
+std::shared_ptr<Store> rendezvous(const launch::DistEnv& env, std::chrono::milliseconds timeout) {
   StoreOptions o;
   o.host = env.master_addr;
   o.port = env.master_port;
@@ -223,4 +224,4 @@ std::shared_ptr<Store> rendezvous(const DistEnv& env, std::chrono::milliseconds 
   return store;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

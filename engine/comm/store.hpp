@@ -11,7 +11,7 @@
 
 #include "engine/launch/dist_env.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
 
 struct StoreOptions {
   std::string host = "127.0.0.1";  ///< where clients connect; the server listens on all addresses
@@ -64,6 +64,6 @@ class Store {
 /// arrived. Rank 0 hosts the server (after checking the port) unless torchrun's agent hosts it.
 /// Throws RuntimeError: port in use (naming it), store unreachable, or after `timeout` naming
 /// the ranks that never arrived, or ranks that disagree on WORLD_SIZE.
-std::shared_ptr<Store> rendezvous(const DistEnv& env, std::chrono::milliseconds timeout);
+std::shared_ptr<Store> rendezvous(const launch::DistEnv& env, std::chrono::milliseconds timeout);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::comm

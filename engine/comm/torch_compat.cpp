@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
-namespace stratagem::runtime::compat {
+namespace stratagem::comm::compat {
 
 c10::intrusive_ptr<c10d::TCPStore> make_tcp_store(const std::string& host, int port, bool is_server,
                                                   std::chrono::milliseconds timeout) {
@@ -177,4 +177,4 @@ void set_library_log_level(bool quiet) {
 #endif
 }
 
-}  // namespace stratagem::runtime::compat
+}  // namespace stratagem::comm::compat

@@ -18,7 +18,7 @@
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
-namespace stratagem::runtime::compat {
+namespace stratagem::comm::compat {
 
 /// A TCPStore server (listening on every local address, `port`) or a client of one at
 /// host:port. Waits for no workers: the rendezvous counts arrivals itself to name the missing.
@@ -83,4 +83,4 @@ std::vector<GraphNode> autograd_graph(const at::Tensor& output,
                                       const std::vector<at::Tensor>& params,
                                       const std::unordered_set<std::uint64_t>& bytes_for = {});
 
-}  // namespace stratagem::runtime::compat
+}  // namespace stratagem::comm::compat

@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 namespace {
 
 std::vector<char*> c_strings(std::vector<std::string>& v) {
@@ -148,4 +148,4 @@ ChildProcess spawn_child(const std::string& path, const std::vector<std::string>
   return {pid, out[0], err[0], beat[0]};
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 struct ChildProcess {
   pid_t pid = -1;
@@ -38,4 +38,4 @@ std::vector<std::string> environment_with(
 /// "SIGKILL" for 9; "signal 42" when unnamed.
 std::string signal_name(int sig);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -9,7 +9,7 @@
 
 extern char** environ;
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 namespace {
 
 using Vars = std::map<std::string, std::string>;
@@ -211,4 +211,4 @@ std::string describe(const DistEnv& env) {
   return s.str();
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -4,7 +4,7 @@
 #include <map>
 #include <string>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 struct DistEnv {
   int rank = 0;
@@ -53,4 +53,4 @@ int slurm_tasks_on_node(const std::string& value, int node, const std::string& v
 /// "rank 3/8 (local 1/4, node 1) via torchrun, master 10.0.0.1:29500"
 std::string describe(const DistEnv& env);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

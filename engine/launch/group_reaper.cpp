@@ -11,7 +11,7 @@
 
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 namespace {
 
@@ -90,4 +90,4 @@ void GroupReaper::watch(pid_t pgid) {
   }
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

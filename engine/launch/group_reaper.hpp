@@ -8,7 +8,7 @@
 // No LibTorch here.
 #include <sys/types.h>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 class GroupReaper {
  public:
@@ -27,4 +27,4 @@ class GroupReaper {
   int fd_ = -1;  ///< write end, close-on-exec (workers must not hold it open)
 };
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -8,7 +8,7 @@
 #include <mutex>
 #include <thread>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 namespace {
 
@@ -150,4 +150,4 @@ std::optional<LivenessWatch::Stall> LivenessWatch::stalled(Clock::time_point now
                                 " and the others wait for it"};
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

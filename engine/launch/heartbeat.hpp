@@ -20,7 +20,7 @@
 #include <optional>
 #include <string>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 inline constexpr const char* kHeartbeatFdEnv = "STRATAGEM_HEARTBEAT_FD";
 
@@ -73,4 +73,4 @@ class LivenessWatch {
   std::map<int, Rank> ranks_;
 };
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -18,7 +18,7 @@
 #include "engine/launch/ports.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -457,4 +457,4 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
   return supervisor.run();
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

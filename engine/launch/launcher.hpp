@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 struct LaunchOptions {
   int num_processes = 1;  ///< workers on this machine
@@ -76,4 +76,4 @@ LaunchResult launch(const LaunchOptions& options, const std::vector<std::string>
 /// "exit code 3", "signal 9 (SIGKILL)"
 std::string describe_exit(const WorkerExit& w);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

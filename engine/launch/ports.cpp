@@ -14,7 +14,7 @@
 
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 namespace {
 
 // Binds a listening IPv4 socket on the wildcard address; returns the bound port or -errno.
@@ -106,4 +106,4 @@ int find_free_port() {
   return r;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <string>
 
-namespace stratagem::runtime {
+namespace stratagem::launch {
 
 /// Throws RuntimeError naming `port` when a listening socket cannot be bound to it here
 /// (another job holds it, or it is privileged).
@@ -21,4 +21,4 @@ int find_free_port();
 /// `host` does not resolve). Lets a client wait quietly for a server that starts late.
 bool wait_for_listener(const std::string& host, int port, std::chrono::milliseconds timeout);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::launch

@@ -27,7 +27,7 @@
 #include "engine/scenario/host.hpp"
 #include "engine/scenario/units.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 namespace {
 
@@ -78,7 +78,7 @@ Sweep sweep_for(bool quick) {
 
 class Calibration {
  public:
-  Calibration(Communicator& comm, const CalibrateOptions& o,
+  Calibration(comm::Communicator& comm, const CalibrateOptions& o,
               const std::function<void(const std::string&)>& log)
       : comm_(comm), o_(o), log_(log), sweep_(sweep_for(o.quick)), n_(comm.world_size()) {}
 
@@ -103,7 +103,7 @@ class Calibration {
     } else {
       say("network: one process, nothing to measure (run with --num_processes >= 2)");
     }
-    p.machine.duration_s = reduce_scalar(comm_, seconds_since(t0), ReduceOp::max, o_.device);
+    p.machine.duration_s = reduce_scalar(comm_, seconds_since(t0), comm::ReduceOp::max, o_.device);
     return p;
   }
 
@@ -111,7 +111,7 @@ class Calibration {
   void say(const std::string& line) const {
     if (log_) log_(line);
   }
-  double mean(double v) { return reduce_scalar(comm_, v, ReduceOp::sum, o_.device) / n_; }
+  double mean(double v) { return reduce_scalar(comm_, v, comm::ReduceOp::sum, o_.device) / n_; }
 
   // The scenario's units timed on every rank at once (the mean over ranks).
   scenario::MeasuredUnits units_of(const scenario::Scenario& s) {
@@ -124,7 +124,7 @@ class Calibration {
         std::to_string(100 * m.rank_cv) + " % between ranks");
     return m;
   }
-  double max(double v) { return reduce_scalar(comm_, v, ReduceOp::max, o_.device); }
+  double max(double v) { return reduce_scalar(comm_, v, comm::ReduceOp::max, o_.device); }
 
   static std::string default_name(const scenario::ProfileMachine& m) {
     return m.device + " x" + std::to_string(m.processes) + " (" + m.backend + ")";
@@ -385,7 +385,7 @@ class Calibration {
     // Communication alone, then while every process computes, per collective: the
     // reductions of Gloo run on the CPU and compete with compute more than copies do.
     const std::int64_t elems = sweep_.overlap_bytes / 4 / n_ * n_;
-    auto issue = [&](scenario::CommOp op) -> WorkPtr {
+    auto issue = [&](scenario::CommOp op) -> comm::WorkPtr {
       const auto whole = buffer.narrow(0, 0, elems), part = buffer.narrow(0, 0, elems / n_);
       switch (op) {
         case scenario::CommOp::reduce_scatter:
@@ -393,7 +393,7 @@ class Calibration {
         case scenario::CommOp::all_gather:
           return comm_.all_gather(whole.clone(), part, {});
         default:
-          return comm_.all_reduce(buffer, {}, ReduceOp::sum);
+          return comm_.all_reduce(buffer, {}, comm::ReduceOp::sum);
       }
     };
     // The competing compute: a transformer block of the first --scenario when there is one
@@ -404,7 +404,7 @@ class Calibration {
       comm_.barrier({});
       if (with_compute) synchronize(mm());
       const auto start = Clock::now();
-      std::vector<WorkPtr> works;
+      std::vector<comm::WorkPtr> works;
       for (int i = 0; i < ops; ++i) works.push_back(issue(op));
       std::int64_t calls = 0;
       at::Tensor last;
@@ -454,7 +454,7 @@ class Calibration {
     return ov;
   }
 
-  Communicator& comm_;
+  comm::Communicator& comm_;
   const CalibrateOptions& o_;
   std::function<void(const std::string&)> log_;
   Sweep sweep_;
@@ -484,9 +484,9 @@ std::vector<GemmShape> model_gemms(const scenario::Scenario& s) {
   return out;
 }
 
-scenario::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
+scenario::HardwareProfile calibrate(comm::Communicator& comm, const CalibrateOptions& options,
                                     const std::function<void(const std::string&)>& log) {
   return Calibration(comm, options, log).run();
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -22,7 +22,7 @@
 #include "engine/scenario/profile.hpp"
 #include "engine/scenario/scenario.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
@@ -45,7 +45,7 @@ struct CalibrateOptions {
 std::vector<GemmShape> model_gemms(const scenario::Scenario& s);
 
 /// Measures and fits; `log` receives progress lines (rank 0 prints them).
-scenario::HardwareProfile calibrate(Communicator& comm, const CalibrateOptions& options,
+scenario::HardwareProfile calibrate(comm::Communicator& comm, const CalibrateOptions& options,
                                     const std::function<void(const std::string&)>& log = {});
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

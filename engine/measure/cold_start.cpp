@@ -10,10 +10,10 @@
 #include "engine/measure/stopwatch.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
-ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10::Device& device,
-                             const ColdStartOptions& o) {
+ColdStart measure_cold_start(comm::Communicator& comm, scenario::CommOp op,
+                             const c10::Device& device, const ColdStartOptions& o) {
   if (op == scenario::CommOp::sendrecv) {
     throw RuntimeError("measure_cold_start: sendrecv is not a collective");
   }
@@ -25,7 +25,7 @@ ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10:
   auto gathered = at::empty({elems}, options);
   const auto a = at::randn({64, 64}, options), b = at::randn({64, 256}, options);
   auto c = at::empty({64, 256}, options);
-  auto issue = [&]() -> WorkPtr {
+  auto issue = [&]() -> comm::WorkPtr {
     switch (op) {
       case scenario::CommOp::reduce_scatter:
         return comm.reduce_scatter(part, buffer, {});
@@ -34,7 +34,7 @@ ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10:
       case scenario::CommOp::broadcast:
         return comm.broadcast(buffer, 0, {});
       default:
-        return comm.all_reduce(buffer, {}, ReduceOp::sum);
+        return comm.all_reduce(buffer, {}, comm::ReduceOp::sum);
     }
   };
   auto burst = [&] {
@@ -58,9 +58,11 @@ ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10:
     }
   }
   ColdStart r;
-  r.back_to_back_s = reduce_scalar(comm, sum[0] / std::max(count[0], 1), ReduceOp::max, device);
-  r.after_compute_s = reduce_scalar(comm, sum[1] / std::max(count[1], 1), ReduceOp::max, device);
+  r.back_to_back_s =
+      reduce_scalar(comm, sum[0] / std::max(count[0], 1), comm::ReduceOp::max, device);
+  r.after_compute_s =
+      reduce_scalar(comm, sum[1] / std::max(count[1], 1), comm::ReduceOp::max, device);
   return r;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -15,7 +15,7 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/scenario/comm_op.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 struct ColdStartOptions {
   std::int64_t bytes = 256 << 10;  ///< nccl-tests' size of the collective
@@ -35,7 +35,7 @@ struct ColdStart {
 /// loop of small matmuls (a few microseconds each, so a burst ends on time on every rank); the
 /// calls run without a barrier between them, as a training step's do. `op` is a collective
 /// (not sendrecv).
-ColdStart measure_cold_start(Communicator& comm, scenario::CommOp op, const c10::Device& device,
-                             const ColdStartOptions& options = {});
+ColdStart measure_cold_start(comm::Communicator& comm, scenario::CommOp op,
+                             const c10::Device& device, const ColdStartOptions& options = {});
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

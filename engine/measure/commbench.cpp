@@ -11,7 +11,7 @@
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/units.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 namespace {
 
@@ -45,7 +45,7 @@ struct Buffers {
 
 class Bench {
  public:
-  Bench(Communicator& comm, const CommBenchOptions& o)
+  Bench(comm::Communicator& comm, const CommBenchOptions& o)
       : comm_(comm), o_(o), n_(comm.world_size()), rank_(comm.rank()) {}
 
   CommBenchRow run_size(std::int64_t bytes) {
@@ -65,7 +65,7 @@ class Bench {
     }
     row.iters = o_.iters;
     if (o_.budget_s > 0) {
-      const double slowest = reduce_scalar(comm_, warm_s, ReduceOp::max, o_.device);
+      const double slowest = reduce_scalar(comm_, warm_s, comm::ReduceOp::max, o_.device);
       const double fit = slowest > 0 ? std::ceil(o_.budget_s / slowest) : o_.iters;
       row.iters = static_cast<int>(std::clamp<double>(fit, 2, std::max(o_.iters, 2)));
     }
@@ -73,14 +73,14 @@ class Bench {
     const auto t0 = Clock::now();
     issue_and_wait(b, row.iters);
     const double mine = seconds_since(t0) / std::max(row.iters, 1);
-    row.time_s = reduce_scalar(comm_, mine, ReduceOp::max, o_.device);
+    row.time_s = reduce_scalar(comm_, mine, comm::ReduceOp::max, o_.device);
     row.algbw = row.time_s > 0 ? static_cast<double>(bytes) / row.time_s : 0;
     row.busbw = row.algbw * scenario::bus_factor(o_.op, n_);
     if (o_.check) {
       fill(b, row.count, rank_ == o_.fault_rank);
       issue_and_wait(b, 1);
       row.wrong = static_cast<std::int64_t>(reduce_scalar(
-          comm_, static_cast<double>(mismatches(b, row.count)), ReduceOp::sum, o_.device));
+          comm_, static_cast<double>(mismatches(b, row.count)), comm::ReduceOp::sum, o_.device));
     }
     return row;
   }
@@ -167,16 +167,16 @@ class Bench {
       for (int i = 0; i < times; ++i) exchange(b);
       return;
     }
-    std::vector<WorkPtr> works;
+    std::vector<comm::WorkPtr> works;
     works.reserve(static_cast<std::size_t>(times));
     for (int i = 0; i < times; ++i) works.push_back(issue(b));
     for (auto& w : works) w->wait();
   }
 
-  WorkPtr issue(Buffers& b) {
+  comm::WorkPtr issue(Buffers& b) {
     switch (o_.op) {
       case scenario::CommOp::all_reduce:
-        return comm_.all_reduce(b.out, {}, ReduceOp::sum);
+        return comm_.all_reduce(b.out, {}, comm::ReduceOp::sum);
       case scenario::CommOp::reduce_scatter:
         return comm_.reduce_scatter(b.out, b.in, {});
       case scenario::CommOp::all_gather:
@@ -202,7 +202,7 @@ class Bench {
     recv->wait();
   }
 
-  Communicator& comm_;
+  comm::Communicator& comm_;
   const CommBenchOptions& o_;
   int n_;
   int rank_;
@@ -239,13 +239,14 @@ std::string bench_dtype_name(at::ScalarType t) {
   }
 }
 
-double reduce_scalar(Communicator& comm, double value, ReduceOp op, const c10::Device& device) {
+double reduce_scalar(comm::Communicator& comm, double value, comm::ReduceOp op,
+                     const c10::Device& device) {
   auto t = at::full({1}, value, at::TensorOptions().dtype(at::kDouble).device(device));
   comm.all_reduce(t, {}, op)->wait();
   return t.to(at::kCPU).item<double>();
 }
 
-std::vector<CommBenchRow> run_commbench(Communicator& comm, const CommBenchOptions& o,
+std::vector<CommBenchRow> run_commbench(comm::Communicator& comm, const CommBenchOptions& o,
                                         const std::function<void(const CommBenchRow&)>& on_row) {
   if (o.sizes.empty()) throw SpecError("-b", "no sizes to run");
   if (o.iters < 1) throw SpecError("-n", "must be >= 1");
@@ -338,4 +339,4 @@ nlohmann::json commbench_json(const CommBenchOptions& o, int world_size,
           {"wrong", total_wrong(rows)}};
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -23,7 +23,7 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/scenario/comm_op.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 struct CommBenchOptions {
   scenario::CommOp op = scenario::CommOp::all_reduce;
@@ -61,7 +61,7 @@ std::string bench_dtype_name(at::ScalarType t);
 /// Runs the benchmark on every rank of `comm` (all must call it with the same options);
 /// `on_row` is called on every rank as each size completes. Throws RuntimeError on failures.
 std::vector<CommBenchRow> run_commbench(
-    Communicator& comm, const CommBenchOptions& options,
+    comm::Communicator& comm, const CommBenchOptions& options,
     const std::function<void(const CommBenchRow&)>& on_row = {});
 
 /// The nccl-tests header lines (starting with '#') for one op's table.
@@ -77,6 +77,7 @@ nlohmann::json commbench_json(const CommBenchOptions& options, int world_size,
                               const std::vector<CommBenchRow>& rows);
 
 /// Reduces one number over all ranks (sum or max) through `comm`, on its device.
-double reduce_scalar(Communicator& comm, double value, ReduceOp op, const c10::Device& device);
+double reduce_scalar(comm::Communicator& comm, double value, comm::ReduceOp op,
+                     const c10::Device& device);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

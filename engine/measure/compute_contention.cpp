@@ -7,7 +7,7 @@
 #include "engine/measure/commbench.hpp"
 #include "engine/measure/device_bench.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 namespace {
 
@@ -24,8 +24,9 @@ double time_per_call(const std::function<void()>& work, double seconds) {
 
 }  // namespace
 
-ComputeContention measure_compute_contention(Communicator& comm, const std::function<void()>& work,
-                                             double seconds, const c10::Device& device) {
+ComputeContention measure_compute_contention(comm::Communicator& comm,
+                                             const std::function<void()>& work, double seconds,
+                                             const c10::Device& device) {
   const int n = comm.world_size();
   const int rank = comm.rank();
   double alone = 0;
@@ -38,9 +39,10 @@ ComputeContention measure_compute_contention(Communicator& comm, const std::func
   comm.barrier({});
   ComputeContention c;
   c.processes = n;
-  c.alone_s = reduce_scalar(comm, alone, ReduceOp::sum, device) / n;
-  c.together_s = reduce_scalar(comm, together, ReduceOp::sum, device) / n;
-  const double ratio = reduce_scalar(comm, together / std::max(alone, 1e-12), ReduceOp::sum, device) / n;
+  c.alone_s = reduce_scalar(comm, alone, comm::ReduceOp::sum, device) / n;
+  c.together_s = reduce_scalar(comm, together, comm::ReduceOp::sum, device) / n;
+  const double ratio =
+      reduce_scalar(comm, together / std::max(alone, 1e-12), comm::ReduceOp::sum, device) / n;
   c.per_peer = n > 1 ? std::max(0.0, (ratio - 1) / (n - 1)) : 0.0;
   return c;
 }
@@ -55,4 +57,4 @@ std::function<void()> mlp_workload(const c10::Device& device) {
   };
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

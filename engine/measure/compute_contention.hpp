@@ -12,7 +12,7 @@
 
 #include "engine/comm/communicator.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 struct ComputeContention {
   double alone_s = 0;     ///< mean time of one work item, the other processes idle
@@ -26,11 +26,12 @@ struct ComputeContention {
 /// Every rank of `comm` calls it together; every rank gets the same result. Each rank in turn
 /// runs `work` for `seconds` while the others wait in a barrier, then all run it for `seconds`
 /// at once. `work` must finish its device work before returning.
-ComputeContention measure_compute_contention(Communicator& comm, const std::function<void()>& work,
-                                             double seconds, const c10::Device& device);
+ComputeContention measure_compute_contention(comm::Communicator& comm,
+                                             const std::function<void()>& work, double seconds,
+                                             const c10::Device& device);
 
 /// A block-like CPU work item when no scenario is given: a 512-token, 256-wide MLP forward
 /// (two matmuls through 1024, GELU, residual add), in fp32.
 std::function<void()> mlp_workload(const c10::Device& device);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -12,7 +12,7 @@
 #include "engine/measure/stopwatch.hpp"
 #include "engine/scenario/error.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 namespace {
 
@@ -155,4 +155,4 @@ std::optional<CudaDeviceInfo> cuda_device_info(int) {
 }
 #endif
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

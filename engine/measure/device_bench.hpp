@@ -13,7 +13,7 @@
 
 #include "engine/scenario/cluster.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 /// Intra-op threads for each of `local_processes` CPU worker processes: the node's cores
 /// shared evenly, at least one (what `stratagem worker` and `calibrate` set).
@@ -53,4 +53,4 @@ struct CudaDeviceInfo {
 /// The CUDA device's name and memory (nullopt in builds without CUDA/NCCL).
 std::optional<CudaDeviceInfo> cuda_device_info(int index);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -4,7 +4,7 @@
 
 #include "engine/measure/device_bench.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 std::optional<CudaDeviceInfo> cuda_device_info(int index) {
   cudaDeviceProp prop{};
@@ -12,4 +12,4 @@ std::optional<CudaDeviceInfo> cuda_device_info(int index) {
   return CudaDeviceInfo{prop.name, static_cast<double>(prop.totalGlobalMem)};
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -2,7 +2,7 @@
 // The clock every measurement in engine/measure times with.
 #include <chrono>
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 using Clock = std::chrono::steady_clock;
 
@@ -11,4 +11,4 @@ inline double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

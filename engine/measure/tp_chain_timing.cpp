@@ -10,7 +10,13 @@
 #include "engine/workload/chain_piece.hpp"
 #include "engine/workload/tp_chain.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
+
+using runtime::GptUnits;
+using runtime::ModelState;
+using runtime::TpSend;
+using runtime::TpUnitRun;
+using runtime::UnitGrads;
 
 namespace {
 
@@ -119,4 +125,4 @@ std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, con
   return t;
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

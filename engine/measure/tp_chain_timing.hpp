@@ -14,14 +14,15 @@
 #include "engine/runtime/model_units.hpp"
 #include "engine/scenario/scenario.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
 
 /// Seconds per repetition (after one warm-up) of, in this order: the embedding's forward, the
 /// block's, the head's, the head's backward, the block's, the embedding's, and the optimizer
 /// step over the three units. `s` is the one-block scenario `units` and `state` were built
 /// for (tp > 1), `input` / `targets` tokens [b, s].
-std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, const GptUnits& units,
-                                                ModelState& state, const at::Tensor& input,
+std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s,
+                                                const runtime::GptUnits& units,
+                                                runtime::ModelState& state, const at::Tensor& input,
                                                 const at::Tensor& targets, int repetitions);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -17,7 +17,16 @@
 #include "engine/runtime/model_units.hpp"
 #include "engine/scenario/profile.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::measure {
+
+using runtime::check_runtime_model;
+using runtime::GptUnits;
+using runtime::ModelState;
+using runtime::Numerics;
+using runtime::OptimizerConfig;
+using runtime::TpShard;
+using runtime::UnitActivation;
+using runtime::UnitGrads;
 
 std::function<void()> block_workload(const scenario::Scenario& scenario,
                                      const c10::Device& device) {
@@ -137,8 +146,8 @@ scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const 
 }
 
 scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario,
-                                                   Communicator& comm, const c10::Device& device,
-                                                   int repetitions) {
+                                                   comm::Communicator& comm,
+                                                   const c10::Device& device, int repetitions) {
   comm.barrier({});
   const scenario::MeasuredUnits mine = measure_units(scenario, device, repetitions);
   // Every rank's figures on every rank, then one average (the same everywhere).
@@ -169,4 +178,4 @@ scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& sce
   return scenario::average_units(ranks, /*between_is_rank=*/true);
 }
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -12,7 +12,11 @@
 #include "engine/scenario/cluster.hpp"
 #include "engine/scenario/scenario.hpp"
 
-namespace stratagem::runtime {
+namespace stratagem::comm {
+class Communicator;
+}  // namespace stratagem::comm
+
+namespace stratagem::measure {
 
 /// One transformer block's forward and backward at the scenario's shape, as a callable that
 /// returns when the work is done: the compute a training step runs, for measuring how much
@@ -25,13 +29,11 @@ std::function<void()> block_workload(const scenario::Scenario& scenario, const c
 scenario::MeasuredUnits measure_units(const scenario::Scenario& scenario, const c10::Device& device,
                                       int repetitions);
 
-class Communicator;
-
 /// measure_units on every rank of `comm` at once (as training runs them: every process busy),
 /// averaged over the ranks; `jitter_cv` pools the ranks' own spreads, `rank_cv` is the spread
 /// of their means. Every rank must call it; every rank gets the same result.
 scenario::MeasuredUnits measure_units_on_all_ranks(const scenario::Scenario& scenario,
-                                                   Communicator& comm, const c10::Device& device,
-                                                   int repetitions);
+                                                   comm::Communicator& comm,
+                                                   const c10::Device& device, int repetitions);
 
-}  // namespace stratagem::runtime
+}  // namespace stratagem::measure

@@ -68,8 +68,8 @@ std::string scenario_fingerprint(const scenario::Scenario& s) {
   return hex(fnv1a(text.data(), text.size()));
 }
 
-void save_checkpoint(const std::string& dir, std::int64_t step, Executor& ex, Communicator& comm,
-                     const SaveOptions& options) {
+void save_checkpoint(const std::string& dir, std::int64_t step, Executor& ex,
+                     comm::Communicator& comm, const SaveOptions& options) {
   const int rank = comm.rank(), world = comm.world_size();
   const std::string sdir = step_dir(dir, step);
   std::error_code ec;
@@ -162,7 +162,7 @@ std::int64_t load_from(const std::string& sdir, const nlohmann::json& manifest,
 
 }  // namespace
 
-std::int64_t load_checkpoint(const std::string& dir, Executor& ex, Communicator& comm) {
+std::int64_t load_checkpoint(const std::string& dir, Executor& ex, comm::Communicator& comm) {
   const auto chosen = ckpt::choose_newest_sound(comm, dir, "step-", rank_file(comm.rank()),
                                                 ex.units().device());
   if (!chosen) throw SpecError("--resume", "no complete checkpoint in " + dir);

@@ -27,7 +27,7 @@ struct SaveOptions {
 
 /// Writes the step-`step` checkpoint of every rank (collective: all ranks call it).
 void save_checkpoint(const std::string& dir, std::int64_t step, Executor& executor,
-                     Communicator& comm, const SaveOptions& options = {});
+                     comm::Communicator& comm, const SaveOptions& options = {});
 
 /// Loads the newest complete checkpoint in `dir` into `executor` and returns its step (the
 /// next step to run). Collective. One that any rank finds damaged (a rank file failing its
@@ -35,7 +35,7 @@ void save_checkpoint(const std::string& dir, std::int64_t step, Executor& execut
 /// the rank and file, for the next older complete one. Throws SpecError (path "--resume") when
 /// there is none, or when it was written for another scenario, strategy or world size;
 /// RuntimeError when every complete checkpoint is damaged.
-std::int64_t load_checkpoint(const std::string& dir, Executor& executor, Communicator& comm);
+std::int64_t load_checkpoint(const std::string& dir, Executor& executor, comm::Communicator& comm);
 
 /// The newest step in `dir` with a complete checkpoint (a manifest), or −1.
 std::int64_t latest_complete_step(const std::string& dir);

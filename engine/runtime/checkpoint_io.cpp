@@ -153,15 +153,16 @@ RankFile parse_rank_file(const std::string& path) {
   return f;
 }
 
-void write_manifest(Communicator& comm, const std::string& dir, const std::string& rank_file_name,
-                    std::size_t bytes, std::uint64_t checksum, bool writer, nlohmann::json manifest,
-                    const c10::Device& device) {
+void write_manifest(comm::Communicator& comm, const std::string& dir,
+                    const std::string& rank_file_name, std::size_t bytes, std::uint64_t checksum,
+                    bool writer, nlohmann::json manifest, const c10::Device& device) {
   const int rank = comm.rank(), world = comm.world_size();
   auto info = at::zeros({world, 2}, at::TensorOptions().dtype(at::kLong));
   info[rank][0].fill_(static_cast<std::int64_t>(bytes));
   info[rank][1].fill_(static_cast<std::int64_t>(checksum));
   at::Tensor d = info.to(device);
-  comm.all_reduce(d, GroupSpec{}, ReduceOp::sum)->wait();  // also the barrier before the manifest
+  comm.all_reduce(d, comm::GroupSpec{}, comm::ReduceOp::sum)
+      ->wait();  // also the barrier before the manifest
   info = d.cpu();
   if (writer) {
     nlohmann::json ranks = nlohmann::json::array();
@@ -177,10 +178,10 @@ void write_manifest(Communicator& comm, const std::string& dir, const std::strin
     manifest["ranks"] = ranks;
     write_atomically((fs::path(dir) / "manifest.json").string(), manifest.dump(2) + "\n");
   }
-  comm.barrier(GroupSpec{});
+  comm.barrier(comm::GroupSpec{});
 }
 
-std::optional<Chosen> choose_newest_sound(Communicator& comm, const std::string& dir,
+std::optional<Chosen> choose_newest_sound(comm::Communicator& comm, const std::string& dir,
                                           const std::string& prefix,
                                           const std::string& rank_file_name,
                                           const c10::Device& device) {
@@ -203,7 +204,7 @@ std::optional<Chosen> choose_newest_sound(Communicator& comm, const std::string&
                                    problem.empty() ? 0.0 : 1.0},
                                   at::TensorOptions().dtype(at::kDouble))
                            .to(device);
-    comm.all_reduce(agree, GroupSpec{}, ReduceOp::max)->wait();
+    comm.all_reduce(agree, comm::GroupSpec{}, comm::ReduceOp::max)->wait();
     agree = agree.cpu();
     if (agree[0].item<double>() != -agree[1].item<double>()) {
       throw RuntimeError("ranks see different " + std::string(k == 0 ? "newest " : "") +

@@ -55,9 +55,9 @@ RankFile parse_rank_file(const std::string& path);
 /// size and checksum and, on `writer` ranks, writes DIR/manifest.json holding `manifest` plus
 /// "ranks": [{file, bytes, checksum}]. Ends with a barrier. `device`: where the communicator
 /// takes tensors.
-void write_manifest(Communicator& comm, const std::string& dir, const std::string& rank_file_name,
-                    std::size_t bytes, std::uint64_t checksum, bool writer, nlohmann::json manifest,
-                    const c10::Device& device);
+void write_manifest(comm::Communicator& comm, const std::string& dir,
+                    const std::string& rank_file_name, std::size_t bytes, std::uint64_t checksum,
+                    bool writer, nlohmann::json manifest, const c10::Device& device);
 
 /// A complete checkpoint chosen to resume from, its manifest parsed and this rank's file
 /// verified.
@@ -72,7 +72,7 @@ struct Chosen {
 /// one is skipped with "warning: rank R: skipping checkpoint …" on the rank that found it, and
 /// all ranks decide each candidate together. nullopt when there is no complete checkpoint;
 /// RuntimeError when the ranks see different checkpoints, or when every one is damaged.
-std::optional<Chosen> choose_newest_sound(Communicator& comm, const std::string& dir,
+std::optional<Chosen> choose_newest_sound(comm::Communicator& comm, const std::string& dir,
                                           const std::string& prefix,
                                           const std::string& rank_file_name,
                                           const c10::Device& device);

@@ -104,7 +104,7 @@ void Executor::Run::begin(OpId id) {
   auto& r = ops[id];
   r.status = 1;
   r.start = Clock::now();
-  Heartbeat::tick(static_cast<std::uint64_t>(id));  // the launcher's liveness watch
+  launch::Heartbeat::tick(static_cast<std::uint64_t>(id));  // the launcher's liveness watch
   if (ex.options_.on_op_start) ex.options_.on_op_start(plan.ops[id]);
 }
 
@@ -133,9 +133,9 @@ bool Executor::Run::gathers_table(int u0, int u1) const {
 namespace {
 
 // Both all-gathers of a head that gathers the borrowed word table with its own parameters.
-class BothWork : public Work {
+class BothWork : public comm::Work {
  public:
-  BothWork(WorkPtr a, WorkPtr b) : a_(std::move(a)), b_(std::move(b)) {}
+  BothWork(comm::WorkPtr a, comm::WorkPtr b) : a_(std::move(a)), b_(std::move(b)) {}
   bool is_completed() override { return a_->is_completed() && b_->is_completed(); }
   void wait(std::chrono::milliseconds timeout) override {
     a_->wait(timeout);
@@ -143,7 +143,7 @@ class BothWork : public Work {
   }
 
  private:
-  WorkPtr a_, b_;
+  comm::WorkPtr a_, b_;
 };
 
 }  // namespace
@@ -164,17 +164,17 @@ void Executor::Run::start_collective(OpId id) {
   const auto& c = std::get<plan::Collective>(op.payload);
   if (c.purpose == plan::CommPurpose::tensor_parallel) return start_tp_collective(id);
   if (is_sequence_parallel_sync(c)) return start_sequence_parallel_sync(id);
-  const GroupSpec group{plan.groups[c.group].ranks};
+  const comm::GroupSpec group{plan.groups[c.group].ranks};
   auto& r = ops[id];
   begin(id);
-  Communicator& comm = ex.comm_;
+  comm::Communicator& comm = ex.comm_;
   switch (c.kind) {
     case plan::CollectiveKind::all_reduce: {
       at::Tensor t;
-      ReduceOp rop = ReduceOp::sum;
+      comm::ReduceOp rop = comm::ReduceOp::sum;
       if (c.purpose == plan::CommPurpose::found_inf) {
         t = state.found_inf();
-        rop = ReduceOp::max;
+        rop = comm::ReduceOp::max;
       } else if (c.purpose == plan::CommPurpose::tied_embedding) {
         t = layout.segment_of_unit[0] >= 0 ? state.slot_grad(0, "wte")
                                            : state.slot_grad(units.head_unit(), "wte");
@@ -383,8 +383,8 @@ void Executor::Run::execute() {
 
 // ---- the executor ---------------------------------------------------------------------------
 
-Executor::Executor(const plan::StepPlan& plan, int rank, Communicator& comm, const DataSource& data,
-                   ExecutorOptions options, c10::Device device)
+Executor::Executor(const plan::StepPlan& plan, int rank, comm::Communicator& comm,
+                   const DataSource& data, ExecutorOptions options, c10::Device device)
     : plan_(plan),
       rank_(rank),
       comm_(comm),
@@ -410,7 +410,7 @@ Executor::~Executor() = default;
 
 StepOutcome Executor::step(std::int64_t step) {
   // A heartbeat names the op its rank last started (described only when a beat is sent).
-  const Heartbeat::Describer describer([this, step](std::uint64_t id) {
+  const launch::Heartbeat::Describer describer([this, step](std::uint64_t id) {
     return "step " + std::to_string(step) + " " +
            describe_op(plan_, static_cast<plan::OpId>(id));
   });

@@ -63,7 +63,7 @@ std::string describe_op(const plan::StepPlan& plan, plan::OpId id);
 class Executor {
  public:
   /// Builds this rank's model units and states. `plan` must be unfolded (every rank built).
-  Executor(const plan::StepPlan& plan, int rank, Communicator& comm, const DataSource& data,
+  Executor(const plan::StepPlan& plan, int rank, comm::Communicator& comm, const DataSource& data,
            ExecutorOptions options, c10::Device device);
   ~Executor();
   Executor(const Executor&) = delete;
@@ -84,7 +84,7 @@ class Executor {
 
   const plan::StepPlan& plan_;
   int rank_;
-  Communicator& comm_;
+  comm::Communicator& comm_;
   const DataSource& data_;
   ExecutorOptions options_;
   c10::Device device_;

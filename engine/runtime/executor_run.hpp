@@ -40,7 +40,7 @@ struct Executor::Run {
   struct OpRun {
     int status = 0;  // 0 waiting, 1 in flight, 2 done
     Clock::time_point start, end;
-    WorkPtr work;
+    comm::WorkPtr work;
     std::vector<at::Tensor> keep;  // tensors the communicator works on
     int segment = -1;
   };

@@ -193,7 +193,7 @@ void Executor::Run::start_tp_collective(OpId id) {
   auto& r = ops[id];
   begin(id);  // what runs before the collective (a norm, a residual add) counts in its span
   TpSend send = run.collective_input(c.kind);
-  const GroupSpec group{members};
+  const comm::GroupSpec group{members};
   const std::int64_t n = send.input.numel();
   const auto t = static_cast<std::int64_t>(members.size());
   switch (c.kind) {
@@ -280,7 +280,8 @@ void Executor::Run::start_sequence_parallel_sync(OpId id) {
   auto& r = ops[id];
   begin(id);
   r.keep = {buffer};
-  r.work = ex.comm_.all_reduce(buffer, GroupSpec{plan.groups[c.group].ranks}, ReduceOp::sum);
+  r.work =
+      ex.comm_.all_reduce(buffer, comm::GroupSpec{plan.groups[c.group].ranks}, comm::ReduceOp::sum);
   issued(id);
 }
 

@@ -19,7 +19,7 @@ WorkWatcher::~WorkWatcher() {
   thread_.join();
 }
 
-void WorkWatcher::watch(plan::OpId op, WorkPtr work) {
+void WorkWatcher::watch(plan::OpId op, comm::WorkPtr work) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     watching_.emplace_back(op, std::move(work));
@@ -38,7 +38,7 @@ void WorkWatcher::wait_any(std::chrono::microseconds timeout) {
 }
 
 void WorkWatcher::loop() {
-  std::vector<std::pair<plan::OpId, WorkPtr>> batch;
+  std::vector<std::pair<plan::OpId, comm::WorkPtr>> batch;
   for (;;) {
     {
       std::unique_lock<std::mutex> lock(mu_);

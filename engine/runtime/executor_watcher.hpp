@@ -23,7 +23,7 @@ class WorkWatcher {
   WorkWatcher(const WorkWatcher&) = delete;
   WorkWatcher& operator=(const WorkWatcher&) = delete;
 
-  void watch(plan::OpId op, WorkPtr work);
+  void watch(plan::OpId op, comm::WorkPtr work);
   /// Ops completed since the last call, with the time each was seen completed.
   std::vector<std::pair<plan::OpId, Clock::time_point>> drain();
   /// Waits until some op completes (or one already has and is undrained), at most `timeout`.
@@ -35,7 +35,7 @@ class WorkWatcher {
   std::mutex mu_;
   std::condition_variable work_cv_;  ///< watcher: something to watch, or stop
   std::condition_variable done_cv_;  ///< executor: something completed
-  std::vector<std::pair<plan::OpId, WorkPtr>> watching_;
+  std::vector<std::pair<plan::OpId, comm::WorkPtr>> watching_;
   std::vector<std::pair<plan::OpId, Clock::time_point>> completed_;
   bool stop_ = false;
   std::thread thread_;

@@ -62,7 +62,7 @@ void TpUnitRun::stage(std::function<void()> f, bool forward) {
 }
 
 void TpUnitRun::collective(plan::CollectiveKind kind, std::function<at::Tensor()> send,
-                           std::function<void(const at::Tensor&)> receive, ReduceOp op) {
+                           std::function<void(const at::Tensor&)> receive, comm::ReduceOp op) {
   Item it;
   it.kind = kind;
   it.op = op;
@@ -354,7 +354,10 @@ void TpUnitRun::forward_head() {
   // logit and Σ exp over the whole vocabulary, each an all-reduce of b·s fp32 values.
   collective(
       K::all_reduce, [this, fp32] { return fp32(std::get<0>(logits_.detach().max(-1))); },
-      [this](const at::Tensor& r) { m_ = r.view({b_, s_}); }, ReduceOp::max);
+      [this](const at::Tensor& r) {
+        m_ = r.view({b_, s_});
+      },
+      comm::ReduceOp::max);
   stage(
       [this] {
         shifted_ = logits_ - m_.unsqueeze(-1);

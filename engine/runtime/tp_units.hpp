@@ -45,7 +45,7 @@ namespace stratagem::runtime {
 /// all-reduce reduces it in place; a reduce-scatter's output is 1/tp of it, an
 /// all-gather's tp times it, ranks' blocks in TP-group order).
 struct TpSend {
-  ReduceOp op = ReduceOp::sum;
+  comm::ReduceOp op = comm::ReduceOp::sum;
   at::Tensor input;
 };
 
@@ -94,7 +94,7 @@ class TpUnitRun {
   struct Item {
     std::function<void()> stage;  ///< compute; empty for a collective
     plan::CollectiveKind kind = plan::CollectiveKind::all_reduce;
-    ReduceOp op = ReduceOp::sum;
+    comm::ReduceOp op = comm::ReduceOp::sum;
     std::function<at::Tensor()> send;
     std::function<void(const at::Tensor&)> receive;
   };
@@ -103,7 +103,8 @@ class TpUnitRun {
   void run_stages();
   void stage(std::function<void()> f, bool forward);
   void collective(plan::CollectiveKind kind, std::function<at::Tensor()> send,
-                  std::function<void(const at::Tensor&)> receive, ReduceOp op = ReduceOp::sum);
+                  std::function<void(const at::Tensor&)> receive,
+                  comm::ReduceOp op = comm::ReduceOp::sum);
   void start_forward();
   void forward_embedding();
   void forward_block();

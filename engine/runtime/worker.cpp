@@ -11,7 +11,7 @@
 
 namespace stratagem::runtime {
 
-Trainer::Trainer(const scenario::Scenario& scenario, Communicator& comm, TrainOptions options)
+Trainer::Trainer(const scenario::Scenario& scenario, comm::Communicator& comm, TrainOptions options)
     : options_(std::move(options)), comm_(comm) {
   check_runtime_model(scenario.model);
   check_runtime_strategy(scenario.strategy);
@@ -42,7 +42,7 @@ double Trainer::agree_loss(const StepOutcome& out) {
   auto t = at::tensor({out.loss_sum, static_cast<double>(out.loss_terms)},
                       at::TensorOptions().dtype(at::kDouble))
                .to(options_.device);
-  comm_.all_reduce(t, GroupSpec{}, ReduceOp::sum)->wait();
+  comm_.all_reduce(t, comm::GroupSpec{}, comm::ReduceOp::sum)->wait();
   auto cpu = t.cpu();
   const double terms = cpu[1].item<double>();
   if (terms <= 0) throw RuntimeError("no rank computed a loss in this step");

@@ -67,7 +67,7 @@ class Trainer {
  public:
   /// Validates the scenario for the runtime (decoder model, unfolded plan) and builds this
   /// rank's executor; `comm.world_size()` must equal the scenario's dp·pp.
-  Trainer(const scenario::Scenario& scenario, Communicator& comm, TrainOptions options);
+  Trainer(const scenario::Scenario& scenario, comm::Communicator& comm, TrainOptions options);
   ~Trainer();
 
   TrainResult run();
@@ -80,7 +80,7 @@ class Trainer {
   double agree_loss(const StepOutcome& out);
 
   TrainOptions options_;
-  Communicator& comm_;
+  comm::Communicator& comm_;
   std::unique_ptr<plan::StepPlan> plan_;
   std::unique_ptr<DataSource> data_;
   std::unique_ptr<Executor> executor_;

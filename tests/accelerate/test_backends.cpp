@@ -15,10 +15,10 @@ namespace stratagem::test {
 namespace {
 
 TEST(AccelerateBackends, NcclIsNotRegisteredWithoutItsLibrary) {
-  EXPECT_EQ(runtime::nccl_backend(), nullptr);
-  runtime::DistEnv env;  // a lone process: the rendezvous would be local
+  EXPECT_EQ(comm::nccl_backend(), nullptr);
+  launch::DistEnv env;  // a lone process: the comm::rendezvous would be local
   try {
-    runtime::make_communicator(env, nullptr, "nccl", std::chrono::seconds(1));
+    comm::make_communicator(env, nullptr, "nccl", std::chrono::seconds(1));
     FAIL() << "asking for nccl without its library must throw";
   } catch (const SpecError& e) {
     EXPECT_NE(std::string(e.what()).find("linked without Stratagem's NCCL backend"),

@@ -20,8 +20,8 @@ namespace {
 // parameters read after the last block start the output unit; blocks come in the order the
 // forward ran them; figures are per sample.
 TEST(AccelerateMeasure, EventsFallToTheUnitWhoseParametersWereReadLast) {
-  using runtime::compat::GraphNode;
-  using runtime::compat::ProfiledEvent;
+  using comm::compat::GraphNode;
+  using comm::compat::ProfiledEvent;
   auto op = [](std::int64_t seq, double flops) {
     ProfiledEvent e;
     e.kind = ProfiledEvent::Kind::op_start;

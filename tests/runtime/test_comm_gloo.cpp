@@ -18,33 +18,33 @@
 namespace stratagem::test {
 namespace {
 
-using runtime::GroupSpec;
-using runtime::ReduceOp;
+using comm::GroupSpec;
+using comm::ReduceOp;
 using std::chrono::milliseconds;
 
 // A store server for one test; ranks connect as clients like remote processes.
 class GlooWorld {
  public:
   explicit GlooWorld(milliseconds timeout = milliseconds(20000)) : timeout_(timeout) {
-    runtime::StoreOptions o;
-    o.port = runtime::find_free_port();
+    comm::StoreOptions o;
+    o.port = launch::find_free_port();
     o.is_server = true;
     o.timeout = timeout;
-    server_ = runtime::Store::open(o);
+    server_ = comm::Store::open(o);
   }
 
-  std::unique_ptr<runtime::Communicator> join(int rank, int n, const std::string& prefix) const {
-    runtime::StoreOptions o = server_->options();
+  std::unique_ptr<comm::Communicator> join(int rank, int n, const std::string& prefix) const {
+    comm::StoreOptions o = server_->options();
     o.is_server = false;
-    runtime::GlooOptions g;
+    comm::GlooOptions g;
     g.timeout = timeout_;
     g.prefix = prefix;
-    return runtime::make_gloo_communicator(runtime::Store::open(o), rank, n, g);
+    return comm::make_gloo_communicator(comm::Store::open(o), rank, n, g);
   }
 
  private:
   milliseconds timeout_;
-  std::shared_ptr<runtime::Store> server_;
+  std::shared_ptr<comm::Store> server_;
 };
 
 TEST(CommGloo, ClosedFormResultsOnTwoToFourRanks) {
@@ -73,7 +73,7 @@ TEST(CommGloo, LargeBuffersAcrossManySegmentsStayExact) {
     auto shard = at::zeros({k});
     auto sum = in.clone();
     auto w1 = c->reduce_scatter(shard, in, {});
-    auto w2 = c->all_reduce(sum, {}, ReduceOp::sum);
+    auto w2 = c->all_reduce(sum, {}, comm::ReduceOp::sum);
     w1->wait();
     w2->wait();
     const auto want_sum = base.mul(n).add(n * (n - 1) / 2);
@@ -138,7 +138,7 @@ TEST(CommGloo, ReduceScatterStaysExactUnderLoad) {
     auto in = rank_input(r);
     const auto want = rank_input(0).add(rank_input(1)).narrow(0, r * k, k);
     std::vector<at::Tensor> outs;
-    std::vector<runtime::WorkPtr> works;
+    std::vector<comm::WorkPtr> works;
     for (int i = 0; i < 8; ++i) {
       outs.push_back(at::empty({k}));
       works.push_back(c->reduce_scatter(outs.back(), in, {}));
@@ -158,24 +158,24 @@ TEST(CommGloo, SubgroupsConnectOnFirstUse) {
   GlooWorld world;
   const auto errors = run_ranks(4, [&](int r) {
     auto c = world.join(r, 4, "sub/");
-    const GroupSpec pair{r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}};
+    const comm::GroupSpec pair{r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}};
     auto t = at::full({3}, static_cast<double>(r), at::dtype(at::kDouble));
-    c->all_reduce(t, pair, ReduceOp::sum)->wait();
+    c->all_reduce(t, pair, comm::ReduceOp::sum)->wait();
     expect_equal(t, at::full({3}, r % 2 == 0 ? 2.0 : 4.0, at::dtype(at::kDouble)), "pair sum");
     if (r != 0) {
       auto in = at::arange(6, at::dtype(at::kDouble));
       auto out = at::zeros({2}, at::dtype(at::kDouble));
-      c->reduce_scatter(out, in, GroupSpec{{1, 2, 3}})->wait();
+      c->reduce_scatter(out, in, comm::GroupSpec{{1, 2, 3}})->wait();
       expect_equal(out, at::arange(2, at::dtype(at::kDouble)).add(2 * (r - 1)).mul(3),
                    "triple shard");
       auto b = at::full({2}, static_cast<double>(r), at::dtype(at::kDouble));
-      c->broadcast(b, 3, GroupSpec{{1, 2, 3}})->wait();
+      c->broadcast(b, 3, comm::GroupSpec{{1, 2, 3}})->wait();
       expect_equal(b, at::full({2}, 3.0, at::dtype(at::kDouble)), "triple broadcast");
     }
     // A group of one is a local copy.
     auto solo_in = at::full({2}, static_cast<double>(r));
     auto solo_out = at::zeros({2});
-    c->all_gather(solo_out, solo_in, GroupSpec{{r}})->wait();
+    c->all_gather(solo_out, solo_in, comm::GroupSpec{{r}})->wait();
     expect_equal(solo_out, solo_in, "solo gather");
     c->barrier({});
   });
@@ -187,13 +187,13 @@ TEST(CommGloo, PendingRecvDoesNotBlockCollectivesAndOpsCompleteInIssueOrder) {
   const auto errors = run_ranks(2, [&](int r) {
     auto c = world.join(r, 2, "order/");
     auto inbox = at::zeros({4});
-    runtime::WorkPtr recv;
+    comm::WorkPtr recv;
     if (r == 0) recv = c->recv(inbox, 1, 9);  // rank 1 sends only after the collectives
     std::vector<at::Tensor> ts;
-    std::vector<runtime::WorkPtr> ws;
+    std::vector<comm::WorkPtr> ws;
     for (int i = 0; i < 8; ++i) {
       ts.push_back(at::full({16}, static_cast<float>(i + r)));
-      ws.push_back(c->all_reduce(ts.back(), {}, ReduceOp::sum));
+      ws.push_back(c->all_reduce(ts.back(), {}, comm::ReduceOp::sum));
     }
     ws.back()->wait();
     // In issue order: when the last is done, all earlier ones are.
@@ -207,7 +207,7 @@ TEST(CommGloo, PendingRecvDoesNotBlockCollectivesAndOpsCompleteInIssueOrder) {
       expect_equal(inbox, at::full({4}, 7.0), "late send");
     }
     // Both directions at once between the same pair, several messages deep.
-    std::vector<runtime::WorkPtr> p2p;
+    std::vector<comm::WorkPtr> p2p;
     std::vector<at::Tensor> got;
     for (uint32_t m = 0; m < 4; ++m) {
       got.push_back(at::zeros({1000}));
@@ -240,7 +240,7 @@ TEST(CommGloo, TimeoutNamesTheRankThatDidNotReachTheCollective) {
       return;
     }
     auto t = at::ones({4});
-    auto w = c->all_reduce(t, {}, ReduceOp::sum);
+    auto w = c->all_reduce(t, {}, comm::ReduceOp::sum);
     const auto start = std::chrono::steady_clock::now();
     try {
       w->wait(milliseconds(500));
@@ -276,7 +276,7 @@ TEST(CommGloo, MismatchedCollectivesAreCalledOut) {
     auto t = at::ones({4});
     auto out = at::zeros({8});
     // Rank 0 gathers where rank 1 reduces: neither can complete.
-    auto w = r == 0 ? c->all_gather(out, t, {}) : c->all_reduce(t, {}, ReduceOp::sum);
+    auto w = r == 0 ? c->all_gather(out, t, {}) : c->all_reduce(t, {}, comm::ReduceOp::sum);
     // Past the publishing period, so each sees what the other executes.
     std::this_thread::sleep_for(milliseconds(300));
     try {
@@ -310,10 +310,10 @@ TEST(CommGloo, RejectsWhatGlooCannotDo) {
   GlooWorld world;
   auto c = world.join(0, 1, "single/");
   auto t = at::ones({2}, at::dtype(at::kBool));
-  EXPECT_THROW(c->all_reduce(t, {}, ReduceOp::sum), RuntimeError);
+  EXPECT_THROW(c->all_reduce(t, {}, comm::ReduceOp::sum), RuntimeError);
   // A world of one still runs every op locally.
   auto x = at::full({3}, 4.0f);
-  c->all_reduce(x, {}, ReduceOp::sum)->wait();
+  c->all_reduce(x, {}, comm::ReduceOp::sum)->wait();
   expect_equal(x, at::full({3}, 4.0), "world of one");
   c->barrier({});
 }

@@ -11,14 +11,14 @@
 namespace stratagem::test {
 namespace {
 
-using runtime::GroupSpec;
-using runtime::ReduceOp;
+using comm::GroupSpec;
+using comm::ReduceOp;
 using std::chrono::milliseconds;
 
 TEST(CommInproc, ClosedFormResultsOnOneToFourRanks) {
   for (int n = 1; n <= 4; ++n) {
     for (auto type : {at::kFloat, at::kDouble, at::kBFloat16, at::kLong}) {
-      auto comms = runtime::make_inproc_world(n);
+      auto comms = comm::make_inproc_world(n);
       const auto errors = run_ranks(n, [&](int r) { check_collectives(*comms[r], type); });
       EXPECT_TRUE(errors.empty()) << joined(errors);
     }
@@ -26,23 +26,23 @@ TEST(CommInproc, ClosedFormResultsOnOneToFourRanks) {
 }
 
 TEST(CommInproc, SubgroupsReduceAmongTheirMembersOnly) {
-  auto comms = runtime::make_inproc_world(4);
+  auto comms = comm::make_inproc_world(4);
   const auto errors = run_ranks(4, [&](int r) {
     auto& c = *comms[r];
     // Pairs {0,2} and {1,3}: the sum of the pair's ranks.
-    const GroupSpec pair{r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}};
+    const comm::GroupSpec pair{r % 2 == 0 ? std::vector<int>{0, 2} : std::vector<int>{1, 3}};
     auto t = at::full({3}, static_cast<double>(r), at::dtype(at::kDouble));
-    c.all_reduce(t, pair, ReduceOp::sum)->wait();
+    c.all_reduce(t, pair, comm::ReduceOp::sum)->wait();
     expect_equal(t, at::full({3}, r % 2 == 0 ? 2.0 : 4.0, at::dtype(at::kDouble)), "pair sum");
     // An overlapping group {1,2,3}, which rank 0 skips.
     if (r != 0) {
       auto u = at::full({2}, static_cast<double>(r), at::dtype(at::kDouble));
-      c.all_reduce(u, GroupSpec{{1, 2, 3}}, ReduceOp::sum)->wait();
+      c.all_reduce(u, comm::GroupSpec{{1, 2, 3}}, comm::ReduceOp::sum)->wait();
       expect_equal(u, at::full({2}, 6.0, at::dtype(at::kDouble)), "triple sum");
       // reduce_scatter on the triple: rank at index i gets shard i.
       auto in = at::arange(6, at::dtype(at::kDouble));
       auto out = at::zeros({2}, at::dtype(at::kDouble));
-      c.reduce_scatter(out, in, GroupSpec{{1, 2, 3}})->wait();
+      c.reduce_scatter(out, in, comm::GroupSpec{{1, 2, 3}})->wait();
       const int64_t i = r - 1;
       expect_equal(out, at::arange(2, at::dtype(at::kDouble)).add(2 * i).mul(3), "triple shard");
     }
@@ -56,13 +56,13 @@ TEST(CommInproc, ResultsAreDeterministicWhateverTheArrivalOrder) {
   // thread arrives last.
   std::vector<float> first;
   for (int trial = 0; trial < 5; ++trial) {
-    auto comms = runtime::make_inproc_world(3);
+    auto comms = comm::make_inproc_world(3);
     std::vector<float> result(3);
     const auto errors = run_ranks(3, [&](int r) {
       std::this_thread::sleep_for(milliseconds(((trial + r) % 3) * 5));
       auto t = at::full({1}, 0.1f * static_cast<float>(r + 1) + 1e-7f * static_cast<float>(r),
                         at::dtype(at::kFloat));
-      comms[r]->all_reduce(t, {}, ReduceOp::sum)->wait();
+      comms[r]->all_reduce(t, {}, comm::ReduceOp::sum)->wait();
       result[static_cast<std::size_t>(r)] = t.item<float>();
     });
     ASSERT_TRUE(errors.empty()) << joined(errors);
@@ -72,18 +72,18 @@ TEST(CommInproc, ResultsAreDeterministicWhateverTheArrivalOrder) {
 }
 
 TEST(CommInproc, TimeoutNamesTheRankThatNeverArrivedAndItsLastOp) {
-  auto comms = runtime::make_inproc_world(3, milliseconds(300));
+  auto comms = comm::make_inproc_world(3, milliseconds(300));
   std::vector<std::string> messages(3);
   const auto errors = run_ranks(3, [&](int r) {
     auto& c = *comms[r];
     if (r != 0) {
       // Ranks 1 and 2 first meet on their own group.
       auto p = at::ones({2});
-      c.all_reduce(p, GroupSpec{{1, 2}}, ReduceOp::sum)->wait();
+      c.all_reduce(p, comm::GroupSpec{{1, 2}}, comm::ReduceOp::sum)->wait();
     }
     if (r == 2) return;  // rank 2 never reaches the world all_reduce
     auto t = at::ones({4});
-    auto w = c.all_reduce(t, {}, ReduceOp::sum);
+    auto w = c.all_reduce(t, {}, comm::ReduceOp::sum);
     try {
       w->wait(milliseconds(200));
     } catch (const std::exception& e) {
@@ -108,18 +108,18 @@ TEST(CommInproc, TimeoutNamesTheRankThatNeverArrivedAndItsLastOp) {
 }
 
 TEST(CommInproc, AFailedRankFailsThePeersWaitingOnIt) {
-  auto comms = runtime::make_inproc_world(3);
+  auto comms = comm::make_inproc_world(3);
   std::atomic<int> posted{0};
   std::vector<std::string> messages(3);
   const auto errors = run_ranks(3, [&](int r) {
     auto& c = *comms[r];
     if (r == 1) {
       while (posted.load() < 2) std::this_thread::yield();
-      dynamic_cast<runtime::InprocCommunicator&>(c).fail("injected fault");
+      dynamic_cast<comm::InprocCommunicator&>(c).fail("injected fault");
       return;
     }
     auto t = at::ones({4});
-    auto coll = c.all_reduce(t, {}, ReduceOp::sum);
+    auto coll = c.all_reduce(t, {}, comm::ReduceOp::sum);
     auto rbuf = at::zeros({2});
     auto p2p = c.recv(rbuf, 1, 7);
     ++posted;
@@ -143,15 +143,16 @@ TEST(CommInproc, AFailedRankFailsThePeersWaitingOnIt) {
   }
   // Later ops involving the failed rank fail at once.
   auto t = at::ones({1});
-  EXPECT_THROW(comms[0]->all_reduce(t, {}, ReduceOp::sum)->wait(), RuntimeError);
+  EXPECT_THROW(comms[0]->all_reduce(t, {}, comm::ReduceOp::sum)->wait(), RuntimeError);
 }
 
 TEST(CommInproc, MismatchedCollectivesFailOnBothRanks) {
-  auto comms = runtime::make_inproc_world(2);
+  auto comms = comm::make_inproc_world(2);
   std::vector<std::string> messages(2);
   const auto errors = run_ranks(2, [&](int r) {
     auto t = at::ones({4});
-    auto w = r == 0 ? comms[r]->all_reduce(t, {}, ReduceOp::sum) : comms[r]->broadcast(t, 0, {});
+    auto w =
+        r == 0 ? comms[r]->all_reduce(t, {}, comm::ReduceOp::sum) : comms[r]->broadcast(t, 0, {});
     try {
       w->wait();
     } catch (const std::exception& e) {
@@ -165,7 +166,7 @@ TEST(CommInproc, MismatchedCollectivesFailOnBothRanks) {
 }
 
 TEST(CommInproc, RecvWithoutSendTimesOutNamingThePeer) {
-  auto comms = runtime::make_inproc_world(2, milliseconds(100));
+  auto comms = comm::make_inproc_world(2, milliseconds(100));
   auto buf = at::zeros({3});
   auto w = comms[0]->recv(buf, 1, 42);
   try {
@@ -186,11 +187,12 @@ TEST(CommInproc, RecvWithoutSendTimesOutNamingThePeer) {
 }
 
 TEST(CommInproc, MisuseIsRejectedWhenIssued) {
-  auto comms = runtime::make_inproc_world(2);
+  auto comms = comm::make_inproc_world(2);
   auto t = at::ones({4});
-  EXPECT_THROW(comms[0]->all_reduce(t, GroupSpec{{1}}, ReduceOp::sum), RuntimeError);
-  EXPECT_THROW(comms[0]->all_reduce(t, GroupSpec{{1, 0}}, ReduceOp::sum), RuntimeError);
-  EXPECT_THROW(comms[0]->all_reduce(t.t().reshape({2, 2}).t(), {}, ReduceOp::sum), RuntimeError);
+  EXPECT_THROW(comms[0]->all_reduce(t, comm::GroupSpec{{1}}, comm::ReduceOp::sum), RuntimeError);
+  EXPECT_THROW(comms[0]->all_reduce(t, comm::GroupSpec{{1, 0}}, comm::ReduceOp::sum), RuntimeError);
+  EXPECT_THROW(comms[0]->all_reduce(t.t().reshape({2, 2}).t(), {}, comm::ReduceOp::sum),
+               RuntimeError);
   auto out = at::zeros({3});
   EXPECT_THROW(comms[0]->reduce_scatter(out, t, {}), RuntimeError);
   EXPECT_THROW(comms[0]->broadcast(t, 5, {}), RuntimeError);

@@ -20,8 +20,8 @@
 namespace stratagem::test {
 namespace {
 
-using runtime::DistEnv;
-using runtime::parse_dist_env;
+using launch::DistEnv;
+using launch::parse_dist_env;
 using std::chrono::milliseconds;
 using Vars = std::map<std::string, std::string>;
 
@@ -38,7 +38,7 @@ Vars torchrun(int rank, int world, int local, int local_world) {
 // The variable a SpecError names.
 std::string spec_path(const Vars& vars) {
   try {
-    parse_dist_env(vars);
+    launch::parse_dist_env(vars);
   } catch (const SpecError& e) {
     return e.path();
   }
@@ -48,7 +48,7 @@ std::string spec_path(const Vars& vars) {
 TEST(DistEnv, ReadsTorchrunVariables) {
   auto vars = torchrun(5, 8, 1, 4);
   vars["STRATAGEM_LAUNCHER"] = "stratagem";
-  const DistEnv env = parse_dist_env(vars);
+  const launch::DistEnv env = launch::parse_dist_env(vars);
   EXPECT_EQ(env.rank, 5);
   EXPECT_EQ(env.world_size, 8);
   EXPECT_EQ(env.local_rank, 1);
@@ -58,12 +58,12 @@ TEST(DistEnv, ReadsTorchrunVariables) {
   EXPECT_EQ(env.master_port, 29511);
   EXPECT_EQ(env.launcher, "stratagem");
   EXPECT_FALSE(env.use_agent_store);
-  EXPECT_EQ(runtime::describe(env),
+  EXPECT_EQ(launch::describe(env),
             "rank 5/8 (local 1/4, node 1) via stratagem, master 10.0.0.7:29511");
   vars.erase("STRATAGEM_LAUNCHER");
   vars["TORCHELASTIC_USE_AGENT_STORE"] = "True";
   vars["TORCHELASTIC_RESTART_COUNT"] = "2";
-  const DistEnv agent = parse_dist_env(vars);
+  const launch::DistEnv agent = launch::parse_dist_env(vars);
   EXPECT_EQ(agent.launcher, "torchrun");
   EXPECT_TRUE(agent.use_agent_store);
   EXPECT_EQ(agent.restart_count, 2);
@@ -76,7 +76,7 @@ TEST(DistEnv, ReadsSlurmVariables) {
                {"SLURM_NODEID", "2"},
                {"SLURM_TASKS_PER_NODE", "3(x2),2"},
                {"MASTER_ADDR", "gpu-a01"}};
-  const DistEnv env = parse_dist_env(vars);
+  const launch::DistEnv env = launch::parse_dist_env(vars);
   EXPECT_EQ(env.launcher, "slurm");
   EXPECT_EQ(env.rank, 6);
   EXPECT_EQ(env.world_size, 7);
@@ -85,10 +85,10 @@ TEST(DistEnv, ReadsSlurmVariables) {
   EXPECT_EQ(env.node_rank, 2);
   EXPECT_EQ(env.master_addr, "gpu-a01");
   EXPECT_EQ(env.master_port, 29500);
-  EXPECT_EQ(runtime::slurm_tasks_on_node("4(x2)", 1, "V"), 4);
-  EXPECT_EQ(runtime::slurm_tasks_on_node("2,3(x2)", 2, "V"), 3);
-  EXPECT_THROW(runtime::slurm_tasks_on_node("4(x2)", 2, "V"), SpecError);
-  EXPECT_THROW(runtime::slurm_tasks_on_node("4(2)", 0, "V"), SpecError);
+  EXPECT_EQ(launch::slurm_tasks_on_node("4(x2)", 1, "V"), 4);
+  EXPECT_EQ(launch::slurm_tasks_on_node("2,3(x2)", 2, "V"), 3);
+  EXPECT_THROW(launch::slurm_tasks_on_node("4(x2)", 2, "V"), SpecError);
+  EXPECT_THROW(launch::slurm_tasks_on_node("4(2)", 0, "V"), SpecError);
   vars.erase("MASTER_ADDR");
   EXPECT_EQ(spec_path(vars), "MASTER_ADDR");
   vars["MASTER_ADDR"] = "gpu-a01";
@@ -104,7 +104,7 @@ TEST(DistEnv, ReadsOpenMpiVariables) {
                      {"OMPI_COMM_WORLD_LOCAL_SIZE", "2"},
                      {"MASTER_ADDR", "host0"},
                      {"MASTER_PORT", "12345"}};
-  const DistEnv env = parse_dist_env(vars);
+  const launch::DistEnv env = launch::parse_dist_env(vars);
   EXPECT_EQ(env.launcher, "mpirun");
   EXPECT_EQ(env.rank, 3);
   EXPECT_EQ(env.world_size, 4);
@@ -134,13 +134,13 @@ TEST(DistEnv, NamesTheMissingOrContradictoryVariable) {
   vars["MASTER_PORT"] = "70000";
   EXPECT_EQ(spec_path(vars), "MASTER_PORT");
   EXPECT_EQ(spec_path({{"WORLD_SIZE", "2"}}), "RANK");
-  const DistEnv lone = parse_dist_env({});
+  const launch::DistEnv lone = launch::parse_dist_env({});
   EXPECT_EQ(lone.launcher, "none");
   EXPECT_EQ(lone.world_size, 1);
 }
 
-DistEnv local_env(int rank, int world, int port) {
-  DistEnv env;
+launch::DistEnv local_env(int rank, int world, int port) {
+  launch::DistEnv env;
   env.rank = rank;
   env.world_size = world;
   env.local_rank = rank;
@@ -152,10 +152,10 @@ DistEnv local_env(int rank, int world, int port) {
 }
 
 TEST(Rendezvous, AllRanksMeetAndShareTheStore) {
-  const int port = runtime::find_free_port();
+  const int port = launch::find_free_port();
   std::vector<std::string> seen(3);
   const auto errors = run_ranks(3, [&](int r) {
-    auto store = runtime::rendezvous(local_env(r, 3, port), milliseconds(10000));
+    auto store = comm::rendezvous(local_env(r, 3, port), milliseconds(10000));
     store->set("hello/" + std::to_string(r), "from " + std::to_string(r));
     seen[static_cast<std::size_t>(r)] = store->get("hello/" + std::to_string((r + 1) % 3));
     store->add("done", 1);
@@ -169,9 +169,9 @@ TEST(Rendezvous, AllRanksMeetAndShareTheStore) {
 }
 
 TEST(Rendezvous, TimeoutNamesTheRanksThatNeverArrived) {
-  const int port = runtime::find_free_port();
+  const int port = launch::find_free_port();
   const auto errors =
-      run_ranks(2, [&](int r) { runtime::rendezvous(local_env(r, 4, port), milliseconds(500)); });
+      run_ranks(2, [&](int r) { comm::rendezvous(local_env(r, 4, port), milliseconds(500)); });
   ASSERT_EQ(errors.size(), 2u);
   for (const auto& m : errors) {
     EXPECT_NE(m.find("rendezvous at 127.0.0.1:" + std::to_string(port) + " timed out after 500 ms"),
@@ -182,10 +182,9 @@ TEST(Rendezvous, TimeoutNamesTheRanksThatNeverArrived) {
 }
 
 TEST(Rendezvous, DisagreeingWorldSizesAreReported) {
-  const int port = runtime::find_free_port();
-  const auto errors = run_ranks(2, [&](int r) {
-    runtime::rendezvous(local_env(r, r == 0 ? 3 : 2, port), milliseconds(800));
-  });
+  const int port = launch::find_free_port();
+  const auto errors = run_ranks(
+      2, [&](int r) { comm::rendezvous(local_env(r, r == 0 ? 3 : 2, port), milliseconds(800)); });
   ASSERT_EQ(errors.size(), 2u) << joined(errors);
   const std::string all = joined(errors);
   EXPECT_NE(all.find("rank 1 has WORLD_SIZE=2 but rank 0"), std::string::npos) << all;
@@ -197,10 +196,10 @@ TEST(Ports, FreePortsComeFromBelowTheEphemeralRangeAndDiffer) {
   std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
   std::set<int> seen;
   for (int i = 0; i < 8; ++i) {
-    const int port = runtime::find_free_port();
+    const int port = launch::find_free_port();
     EXPECT_GE(port, 1024);
     EXPECT_LT(port, low) << "a port the kernel may hand to any connection";
-    runtime::check_port_free(port);  // still free: nothing else takes it
+    launch::check_port_free(port);  // still free: nothing else takes it
     seen.insert(port);
   }
   EXPECT_GT(seen.size(), 4u) << "concurrent jobs would collide";
@@ -219,7 +218,7 @@ TEST(Rendezvous, APortInUseIsNamed) {
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
   const int port = ntohs(addr.sin_port);
   try {
-    runtime::rendezvous(local_env(0, 2, port), milliseconds(500));
+    comm::rendezvous(local_env(0, 2, port), milliseconds(500));
     ADD_FAILURE() << "rendezvous started on a port in use";
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("port " + std::to_string(port) +
@@ -227,14 +226,14 @@ TEST(Rendezvous, APortInUseIsNamed) {
               std::string::npos)
         << e.what();
   }
-  EXPECT_THROW(runtime::check_port_free(port), RuntimeError);
+  EXPECT_THROW(launch::check_port_free(port), RuntimeError);
   ::close(fd);
 }
 
 TEST(Rendezvous, AnUnreachableStoreIsNamed) {
-  const int port = runtime::find_free_port();  // nobody listens there
+  const int port = launch::find_free_port();  // nobody listens there
   try {
-    runtime::rendezvous(local_env(1, 2, port), milliseconds(400));
+    comm::rendezvous(local_env(1, 2, port), milliseconds(400));
     ADD_FAILURE() << "connected to nobody";
   } catch (const RuntimeError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1: cannot reach the rendezvous store at "
@@ -246,28 +245,27 @@ TEST(Rendezvous, AnUnreachableStoreIsNamed) {
 }
 
 TEST(Rendezvous, FactoryBuildsGlooCommunicators) {
-  const int port = runtime::find_free_port();
+  const int port = launch::find_free_port();
   const auto errors = run_ranks(2, [&](int r) {
-    auto c = runtime::make_communicator(local_env(r, 2, port), "gloo", milliseconds(10000));
+    auto c = comm::make_communicator(local_env(r, 2, port), "gloo", milliseconds(10000));
     EXPECT_EQ(c->rank(), r);
     EXPECT_EQ(c->world_size(), 2);
     EXPECT_EQ(c->timeout(), milliseconds(10000));
     auto t = at::full({2}, static_cast<float>(r + 1));
-    c->all_reduce(t, {}, runtime::ReduceOp::sum)->wait();
+    c->all_reduce(t, {}, comm::ReduceOp::sum)->wait();
     expect_equal(t, at::full({2}, 3.0), "factory all_reduce");
     c->barrier({});
   });
   EXPECT_TRUE(errors.empty()) << joined(errors);
-  EXPECT_THROW(runtime::make_communicator(local_env(0, 1, port), "mpi", milliseconds(100)),
-               SpecError);
+  EXPECT_THROW(comm::make_communicator(local_env(0, 1, port), "mpi", milliseconds(100)), SpecError);
 }
 
 #ifdef STRATAGEM_HAVE_NCCL
 TEST(Rendezvous, NcclWithoutAGpuFailsClearly) {
   if (at::hasCUDA()) GTEST_SKIP() << "this LibTorch has CUDA: the NCCL path can really run";
-  const int port = runtime::find_free_port();
+  const int port = launch::find_free_port();
   try {
-    runtime::make_communicator(local_env(0, 1, port), "nccl", milliseconds(5000));
+    comm::make_communicator(local_env(0, 1, port), "nccl", milliseconds(5000));
     ADD_FAILURE() << "an NCCL communicator without a GPU";
   } catch (const RuntimeError& e) {
     const std::string m = e.what();
@@ -276,8 +274,8 @@ TEST(Rendezvous, NcclWithoutAGpuFailsClearly) {
 }
 #else
 TEST(Rendezvous, NcclIsRefusedWhenNotBuilt) {
-  const int port = runtime::find_free_port();
-  EXPECT_THROW(runtime::make_communicator(local_env(0, 1, port), "nccl", milliseconds(5000)),
+  const int port = launch::find_free_port();
+  EXPECT_THROW(comm::make_communicator(local_env(0, 1, port), "nccl", milliseconds(5000)),
                SpecError);
 }
 #endif

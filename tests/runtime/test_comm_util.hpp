@@ -53,8 +53,8 @@ inline void expect_equal(const at::Tensor& got, const at::Tensor& want, const st
 }
 
 /// The same closed-form checks on any backend, run by every rank of `c`'s world.
-inline void check_collectives(runtime::Communicator& c, at::ScalarType type) {
-  using runtime::GroupSpec;
+inline void check_collectives(comm::Communicator& c, at::ScalarType type) {
+  using comm::GroupSpec;
   const int n = c.world_size();
   const int r = c.rank();
   const int64_t k = 5;
@@ -63,13 +63,13 @@ inline void check_collectives(runtime::Communicator& c, at::ScalarType type) {
 
   // all_reduce: each rank holds rank + i; the sum is n(n-1)/2 + n*i.
   auto t = at::arange(k, at::dtype(at::kDouble)).add(r).to(type);
-  c.all_reduce(t, {}, runtime::ReduceOp::sum)->wait();
+  c.all_reduce(t, {}, comm::ReduceOp::sum)->wait();
   expect_equal(t, at::arange(k, at::dtype(at::kDouble)).mul(n).add(n * (n - 1) / 2),
                "all_reduce sum" + tag);
 
   // all_reduce max: the largest rank's values.
   auto m = at::full({k}, static_cast<double>(r), at::dtype(at::kDouble)).to(type);
-  c.all_reduce(m, {}, runtime::ReduceOp::max)->wait();
+  c.all_reduce(m, {}, comm::ReduceOp::max)->wait();
   expect_equal(m, at::full({k}, static_cast<double>(n - 1), at::dtype(at::kDouble)),
                "all_reduce max" + tag);
 
@@ -104,7 +104,7 @@ inline void check_collectives(runtime::Communicator& c, at::ScalarType type) {
     const int prev = (r + n - 1) % n;
     auto out = at::arange(k, at::dtype(at::kDouble)).mul(r + 1).to(type);
     auto got = at::zeros({k}, at::dtype(type));
-    runtime::WorkPtr s, rv;
+    comm::WorkPtr s, rv;
     if (r % 2) {
       rv = c.recv(got, prev, 100 + static_cast<uint32_t>(prev));
       s = c.send(out, next, 100 + static_cast<uint32_t>(r));

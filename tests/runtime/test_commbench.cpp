@@ -25,10 +25,10 @@ namespace fs = std::filesystem;
 using scenario::CommOp;
 
 // Runs the benchmark on an in-process world of n ranks; returns rank 0's rows.
-std::vector<runtime::CommBenchRow> bench(int n, const runtime::CommBenchOptions& o) {
-  auto comms = runtime::make_inproc_world(n);
-  std::vector<std::vector<runtime::CommBenchRow>> rows(static_cast<std::size_t>(n));
-  const auto errors = run_ranks(n, [&](int r) { rows[r] = runtime::run_commbench(*comms[r], o); });
+std::vector<measure::CommBenchRow> bench(int n, const measure::CommBenchOptions& o) {
+  auto comms = comm::make_inproc_world(n);
+  std::vector<std::vector<measure::CommBenchRow>> rows(static_cast<std::size_t>(n));
+  const auto errors = run_ranks(n, [&](int r) { rows[r] = measure::run_commbench(*comms[r], o); });
   EXPECT_TRUE(errors.empty()) << joined(errors);
   // Every rank reports the same (reduced) numbers.
   for (int r = 1; r < n; ++r) {
@@ -40,8 +40,8 @@ std::vector<runtime::CommBenchRow> bench(int n, const runtime::CommBenchOptions&
   return rows[0];
 }
 
-runtime::CommBenchOptions options(CommOp op, at::ScalarType dtype = at::kFloat) {
-  runtime::CommBenchOptions o;
+measure::CommBenchOptions options(CommOp op, at::ScalarType dtype = at::kFloat) {
+  measure::CommBenchOptions o;
   o.op = op;
   o.dtype = dtype;
   o.sizes = {8, 1000, 4096, 65536};
@@ -60,7 +60,7 @@ TEST(CommBench, EveryOpAndDtypeChecksClean) {
       for (std::size_t k = 0; k < rows.size(); ++k) {
         const auto& r = rows[k];
         const std::string what = std::string(scenario::to_string(o.op)) + " " +
-                                 runtime::bench_dtype_name(dtype) + " " + std::to_string(r.bytes);
+                                 measure::bench_dtype_name(dtype) + " " + std::to_string(r.bytes);
         EXPECT_EQ(r.wrong, 0) << what;
         EXPECT_EQ(r.bytes, o.sizes[k]);
         EXPECT_EQ(r.count, scenario::element_count(o.op, r.bytes,
@@ -107,28 +107,28 @@ TEST(CommBench, NoCheckAndBudgetedIterations) {
 
 TEST(CommBench, TableLooksLikeNcclTests) {
   auto o = options(CommOp::all_reduce);
-  const std::string header = runtime::commbench_header(o, 4);
+  const std::string header = measure::commbench_header(o, 4);
   EXPECT_NE(header.find("size         count      type   redop    root      time   algbw   busbw "
                         " #wrong"),
             std::string::npos)
       << header;
   EXPECT_NE(header.find("busbw factor 1.5"), std::string::npos) << header;
-  runtime::CommBenchRow row{1048576, 262144, 20, 1e-3, 1048576 / 1e-3, 1.5 * 1048576 / 1e-3, 0};
-  const std::string text = runtime::commbench_row_text(row, o);
+  measure::CommBenchRow row{1048576, 262144, 20, 1e-3, 1048576 / 1e-3, 1.5 * 1048576 / 1e-3, 0};
+  const std::string text = measure::commbench_row_text(row, o);
   EXPECT_EQ(
       text,
       "     1048576        262144     float     sum      -1   1000.00    1.05    1.57        0");
   row.wrong = -1;
-  EXPECT_NE(runtime::commbench_row_text(row, o).find("N/A"), std::string::npos);
-  const auto j = runtime::commbench_json(o, 4, {row});
+  EXPECT_NE(measure::commbench_row_text(row, o).find("N/A"), std::string::npos);
+  const auto j = measure::commbench_json(o, 4, {row});
   EXPECT_EQ(j["op"], "all_reduce");
   EXPECT_DOUBLE_EQ(j["rows"][0]["busbw_GBps"].get<double>(), 1.5 * 1048576 / 1e-3 / 1e9);
-  EXPECT_NE(runtime::commbench_footer({row}).find("Avg bus bandwidth"), std::string::npos);
+  EXPECT_NE(measure::commbench_footer({row}).find("Avg bus bandwidth"), std::string::npos);
 }
 
 TEST(CommBench, ModelGemmShapes) {
   const auto s = scenario::load_scenario("default");  // GPT-2 XL: h 1600, ffn 6400
-  const auto g = runtime::model_gemms(s);
+  const auto g = measure::model_gemms(s);
   const std::int64_t tokens = std::int64_t{s.strategy.micro_batch_size} * s.training.seq_len;
   ASSERT_EQ(g.size(), 4u);
   for (const auto& shape : g) EXPECT_EQ(shape.m, tokens);

@@ -36,11 +36,11 @@ class TicketLock {
   long next_ = 0, serving_ = 0;
 };
 
-runtime::ComputeContention measure(int n, const std::function<void()>& work) {
-  auto comms = runtime::make_inproc_world(n);
-  std::vector<runtime::ComputeContention> got(static_cast<std::size_t>(n));
+measure::ComputeContention measure(int n, const std::function<void()>& work) {
+  auto comms = comm::make_inproc_world(n);
+  std::vector<measure::ComputeContention> got(static_cast<std::size_t>(n));
   const auto errors = run_ranks(n, [&](int r) {
-    got[r] = runtime::measure_compute_contention(*comms[r], work, 0.03, c10::Device(c10::kCPU));
+    got[r] = measure::measure_compute_contention(*comms[r], work, 0.03, c10::Device(c10::kCPU));
   });
   EXPECT_TRUE(errors.empty()) << joined(errors);
   for (int r = 1; r < n; ++r) EXPECT_EQ(got[r].per_peer, got[0].per_peer);  // one answer

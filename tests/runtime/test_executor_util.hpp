@@ -114,7 +114,7 @@ struct InprocRun {
 inline InprocRun run_inproc(const scenario::Scenario& s, runtime::TrainOptions options) {
   runtime::set_cpu_threads(1);
   const int n = s.world_size();
-  auto comms = runtime::make_inproc_world(n, std::chrono::seconds(60));
+  auto comms = comm::make_inproc_world(n, std::chrono::seconds(60));
   InprocRun run;
   run.trainers.resize(n);
   run.results.resize(n);
@@ -127,7 +127,7 @@ inline InprocRun run_inproc(const scenario::Scenario& s, runtime::TrainOptions o
         run.results[r] = run.trainers[r]->run();
       } catch (...) {
         errors[r] = std::current_exception();
-        if (auto* c = dynamic_cast<runtime::InprocCommunicator*>(comms[r].get())) {
+        if (auto* c = dynamic_cast<comm::InprocCommunicator*>(comms[r].get())) {
           c->fail("rank " + std::to_string(r) + " threw");
         }
       }

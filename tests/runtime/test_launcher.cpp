@@ -20,8 +20,8 @@
 namespace stratagem::test {
 namespace {
 
-using runtime::LaunchOptions;
-using runtime::LaunchResult;
+using launch::LaunchOptions;
+using launch::LaunchResult;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -31,8 +31,8 @@ struct Line {
   std::string text;
 };
 
-LaunchOptions capture(std::vector<Line>& lines, int n) {
-  LaunchOptions o;
+launch::LaunchOptions capture(std::vector<Line>& lines, int n) {
+  launch::LaunchOptions o;
   o.num_processes = n;
   o.main_process_port = 0;
   o.kill_grace = milliseconds(1000);
@@ -81,7 +81,7 @@ TEST(Launcher, GivesWorkersTorchrunsEnvironmentAndPrefixesTheirOutput) {
   std::vector<Line> lines;
   auto o = capture(lines, 2);
   o.env = {{"EXTRA", "hello"}};
-  const auto r = runtime::launch(
+  const auto r = launch::launch(
       o, sh("echo \"R=$RANK W=$WORLD_SIZE L=$LOCAL_RANK LW=$LOCAL_WORLD_SIZE G=$GROUP_RANK "
             "M=$MASTER_ADDR:$MASTER_PORT X=$EXTRA S=$STRATAGEM_LAUNCHER\"; echo err >&2; "
             "printf 'no newline'"));
@@ -115,7 +115,7 @@ TEST(Launcher, SecondMachineGetsItsRanks) {
   o.main_process_port = 29999;  // not checked here: machine 0 hosts the store
   o.main_process_ip = "10.1.2.3";
   const auto r =
-      runtime::launch(o, sh("echo $RANK/$WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR"));
+      launch::launch(o, sh("echo $RANK/$WORLD_SIZE $LOCAL_RANK $GROUP_RANK $MASTER_ADDR"));
   EXPECT_EQ(r.exit_code, 0) << r.message;
   std::vector<std::string> texts;
   for (const auto& l : lines) texts.push_back("[" + std::to_string(l.rank) + "] " + l.text);
@@ -127,7 +127,7 @@ TEST(Launcher, AFailingWorkerEndsTheOthersAndIsReported) {
   std::vector<Line> lines;
   auto o = capture(lines, 3);
   const auto start = Clock::now();
-  const auto r = runtime::launch(
+  const auto r = launch::launch(
       o, sh("if [ \"$RANK\" = 1 ]; then echo boom; echo oops >&2; sleep 1; exit 3; fi; "
             "sleep 1000 & echo \"child $!\"; wait"));
   const auto elapsed = Clock::now() - start;
@@ -160,7 +160,7 @@ TEST(Launcher, AWorkerKilledBySigkillIsReportedBySignalName) {
   std::vector<Line> lines;
   auto o = capture(lines, 2);
   const auto start = Clock::now();
-  const auto r = runtime::launch(
+  const auto r = launch::launch(
       o, sh("if [ \"$RANK\" = 0 ]; then echo bye; sleep 0.3; kill -9 $$; fi; exec sleep 1000"));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(10));
   ASSERT_TRUE(r.first_failure);
@@ -179,7 +179,7 @@ TEST(Launcher, AWorkerIgnoringSigtermIsKilledAfterTheGracePeriod) {
   auto o = capture(lines, 2);
   o.kill_grace = milliseconds(500);
   const auto start = Clock::now();
-  const auto r = runtime::launch(
+  const auto r = launch::launch(
       o, sh("if [ \"$RANK\" = 0 ]; then sleep 0.3; exit 5; fi; trap '' TERM; sleep 1000"));
   EXPECT_LT(Clock::now() - start, std::chrono::seconds(5));
   EXPECT_EQ(r.exit_code, 5);
@@ -194,7 +194,7 @@ TEST(Launcher, JobTimeoutEndsEveryone) {
   auto o = capture(lines, 2);
   o.timeout = std::chrono::seconds(1);
   o.kill_grace = milliseconds(300);
-  const auto r = runtime::launch(o, {"sleep", "1000"});
+  const auto r = launch::launch(o, {"sleep", "1000"});
   EXPECT_TRUE(r.timed_out);
   EXPECT_EQ(r.exit_code, 124);
   EXPECT_EQ(r.message, "the job did not finish within 1 s\nended the workers (ranks 0, 1)");
@@ -215,7 +215,7 @@ TEST(Launcher, APortInUseStopsTheLaunchBeforeAnyWorker) {
   auto o = capture(lines, 2);
   o.main_process_port = port;
   try {
-    runtime::launch(o, sh("echo started"));
+    launch::launch(o, sh("echo started"));
     ADD_FAILURE() << "launched on a port in use";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(std::string(e.what()),
@@ -230,15 +230,15 @@ TEST(Launcher, APortInUseStopsTheLaunchBeforeAnyWorker) {
 TEST(Launcher, RejectsBadOptionsAndMissingPrograms) {
   std::vector<Line> lines;
   auto o = capture(lines, 0);
-  EXPECT_THROW(runtime::launch(o, {"true"}), SpecError);
+  EXPECT_THROW(launch::launch(o, {"true"}), SpecError);
   o = capture(lines, 1);
   o.num_machines = 2;
   o.machine_rank = 2;
-  EXPECT_THROW(runtime::launch(o, {"true"}), SpecError);
+  EXPECT_THROW(launch::launch(o, {"true"}), SpecError);
   o = capture(lines, 1);
-  EXPECT_THROW(runtime::launch(o, {}), SpecError);
+  EXPECT_THROW(launch::launch(o, {}), SpecError);
   try {
-    runtime::launch(o, {"no-such-program-for-stratagem"});
+    launch::launch(o, {"no-such-program-for-stratagem"});
     ADD_FAILURE() << "launched a program that does not exist";
   } catch (const RuntimeError& e) {
     EXPECT_EQ(std::string(e.what()), "cannot find 'no-such-program-for-stratagem' in PATH");
@@ -255,13 +255,13 @@ std::pair<pid_t, int> launch_in_child(int n,
   if (child == 0) {
     ::dup2(p[1], 1);
     ::close(p[0]);
-    LaunchOptions o;
+    launch::LaunchOptions o;
     o.num_processes = n;
     o.main_process_port = 0;
     o.kill_grace = milliseconds(1000);
     int code = 99;
     try {
-      code = runtime::launch(o, sh(script)).exit_code;
+      code = launch::launch(o, sh(script)).exit_code;
     } catch (...) {
     }
     std::fflush(stdout);

@@ -24,12 +24,12 @@ using std::chrono::milliseconds;
 // The body of one worker process; its return value is the process's exit code.
 int worker_main(const std::string& mode) {
   try {
-    const auto env = runtime::read_dist_env();
+    const auto env = launch::read_dist_env();
     // Starting this binary takes seconds on a loaded machine: a long rendezvous, then the
     // short op timeout that the "hang" mode runs into.
-    auto store = runtime::rendezvous(env, milliseconds(60000));
+    auto store = comm::rendezvous(env, milliseconds(60000));
     const milliseconds timeout(mode == "ok" ? 20000 : 1500);
-    auto comm = runtime::make_communicator(env, store, "gloo", timeout);
+    auto comm = comm::make_communicator(env, store, "gloo", timeout);
     auto b = at::ones({2});
     comm->broadcast(b, 0, {})->wait();
     if (mode == "ok") {
@@ -49,7 +49,7 @@ int worker_main(const std::string& mode) {
       return 0;
     }
     auto t = at::ones({4});
-    comm->all_reduce(t, {}, runtime::ReduceOp::sum)->wait();
+    comm->all_reduce(t, {}, comm::ReduceOp::sum)->wait();
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());
@@ -72,9 +72,9 @@ std::string self_exe() {
   return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
 }
 
-runtime::LaunchResult launch_workers(const std::string& mode, int n,
-                                     std::vector<std::string>& lines) {
-  runtime::LaunchOptions o;
+launch::LaunchResult launch_workers(const std::string& mode, int n,
+                                    std::vector<std::string>& lines) {
+  launch::LaunchOptions o;
   o.num_processes = n;
   o.main_process_port = 0;
   o.env = {{"STRATAGEM_TEST_WORKER", mode}};
@@ -82,7 +82,7 @@ runtime::LaunchResult launch_workers(const std::string& mode, int n,
   o.on_line = [&lines](int rank, bool, const std::string& line) {
     lines.push_back("[rank " + std::to_string(rank) + "] " + line);
   };
-  return runtime::launch(o, {self_exe(), "--gtest_filter=LauncherGloo.WorkerProcess"});
+  return launch::launch(o, {self_exe(), "--gtest_filter=LauncherGloo.WorkerProcess"});
 }
 
 bool contains(const std::vector<std::string>& lines, const std::string& text) {

@@ -24,13 +24,13 @@ extern char** environ;
 namespace stratagem::test {
 namespace {
 
-using runtime::LivenessWatch;
+using launch::LivenessWatch;
 using std::chrono::milliseconds;
 using std::chrono::seconds;
-using Clock = LivenessWatch::Clock;
+using Clock = launch::LivenessWatch::Clock;
 
 TEST(LivenessWatch, NamesASilentRankAndTheOneFurthestBehind) {
-  LivenessWatch w(seconds(10));
+  launch::LivenessWatch w(seconds(10));
   const auto t0 = Clock::now();
   EXPECT_FALSE(w.stalled(t0 + seconds(100)));  // nobody watched yet
   w.beat(0, "5 op 5: all_reduce", t0);
@@ -50,7 +50,7 @@ TEST(LivenessWatch, NamesASilentRankAndTheOneFurthestBehind) {
             std::string::npos)
       << why->why;
   // A rank that stops beating is named first, whatever the others do.
-  LivenessWatch v(seconds(10));
+  launch::LivenessWatch v(seconds(10));
   v.beat(0, "1 rendezvous", t0);
   v.beat(1, "1 rendezvous", t0);
   for (int s = 1; s <= 12; ++s) v.beat(1, std::to_string(s) + " op", t0 + seconds(s));
@@ -63,14 +63,14 @@ TEST(LivenessWatch, NamesASilentRankAndTheOneFurthestBehind) {
   v.forget(0);
   EXPECT_FALSE(v.stalled(t0 + seconds(12)));
   // Garbage is ignored; a limit of 0 disables the watch.
-  LivenessWatch off(seconds(0));
+  launch::LivenessWatch off(seconds(0));
   off.beat(0, "not a number", t0);
   off.beat(1, "1 x", t0);
   EXPECT_FALSE(off.stalled(t0 + seconds(1000)));
 }
 
-runtime::LaunchOptions quiet(int n, seconds liveness) {
-  runtime::LaunchOptions o;
+launch::LaunchOptions quiet(int n, seconds liveness) {
+  launch::LaunchOptions o;
   o.num_processes = n;
   o.main_process_port = 0;
   o.kill_grace = milliseconds(500);
@@ -94,7 +94,7 @@ TEST(Liveness, AStoppedWorkerEndsTheJobNamingItsRank) {
       "i=0; while true; do i=$((i+1)); echo \"$i looping\" >&$STRATAGEM_HEARTBEAT_FD; "
       "if [ \"$RANK\" = 1 ] && [ $i = 3 ]; then kill -STOP $$; fi; sleep 0.2; done";
   const auto start = Clock::now();
-  const auto r = runtime::launch(quiet(2, seconds(2)), {"sh", "-c", beat});
+  const auto r = launch::launch(quiet(2, seconds(2)), {"sh", "-c", beat});
   const auto took = Clock::now() - start;
   EXPECT_TRUE(r.stalled);
   EXPECT_EQ(r.exit_code, 124);
@@ -107,11 +107,11 @@ TEST(Liveness, WorkersThatBeatWithoutProgressAreWedged) {
   const std::string beat =
       "while true; do echo \"7 all_reduce grad_sync rank $RANK\" >&$STRATAGEM_HEARTBEAT_FD; "
       "sleep 0.2; done";
-  const auto r = runtime::launch(quiet(2, seconds(2)), {"sh", "-c", beat});
+  const auto r = launch::launch(quiet(2, seconds(2)), {"sh", "-c", beat});
   EXPECT_TRUE(r.stalled);
   EXPECT_NE(r.message.find("no rank made progress"), std::string::npos) << r.message;
   // Programs that never beat are not watched: they run to their end.
-  const auto quiet_ok = runtime::launch(quiet(2, seconds(1)), {"sh", "-c", "sleep 2"});
+  const auto quiet_ok = launch::launch(quiet(2, seconds(1)), {"sh", "-c", "sleep 2"});
   EXPECT_EQ(quiet_ok.exit_code, 0) << quiet_ok.message;
 }
 

@@ -21,7 +21,7 @@ TEST(UnitTiming, MeasuresEveryUnitAtTheScenariosShape) {
   runtime::set_cpu_threads(1);
   const auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
                                          "/scenarios/validate-cpu-ddp.json");
-  const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 2);
+  const auto m = measure::measure_units(s, c10::Device(c10::kCPU), 2);
   EXPECT_EQ(m.shape, scenario::unit_shape_key(s));
   expect_every_figure_positive(m);
   EXPECT_GT(m.block_forward, m.embedding_forward);  // GEMMs against a table lookup
@@ -38,7 +38,7 @@ TEST(UnitTiming, TensorParallelUnitsAreOneRanksShardOverItsWholeChain) {
   runtime::set_cpu_threads(1);
   const auto s = scenario::load_scenario(std::string(STRATAGEM_SOURCE_DIR) +
                                          "/scenarios/tp2-cpu-gpt-tiny.json");
-  const auto m = runtime::measure_units(s, c10::Device(c10::kCPU), 3);
+  const auto m = measure::measure_units(s, c10::Device(c10::kCPU), 3);
   EXPECT_EQ(m.shape, scenario::unit_shape_key(s));
   expect_every_figure_positive(m);
   EXPECT_GT(m.block_forward, m.embedding_forward);
@@ -51,7 +51,7 @@ TEST(UnitTiming, TensorParallelUnitsAreOneRanksShardOverItsWholeChain) {
 
 TEST(UnitTiming, RefusesModelsTheRuntimeCannotBuild) {
   auto s = scenario::load_scenario("ddp-bert-large-fp32-8xa100");  // an encoder
-  EXPECT_THROW(runtime::measure_units(s, c10::Device(c10::kCPU), 1), SpecError);
+  EXPECT_THROW(measure::measure_units(s, c10::Device(c10::kCPU), 1), SpecError);
 }
 
 }  // namespace
