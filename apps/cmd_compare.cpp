@@ -23,6 +23,8 @@ struct Options {
   std::string scenario = "default";
   std::vector<std::string> strategies;
   std::string profile;
+  std::string stack;
+  bool compile = false;
   bool json = false;
   bool real = false;
   int num_processes = 0;
@@ -53,6 +55,13 @@ int run_real(const Options& o) {
 int run(const Options& o) {
   if (o.real) return run_real(o);
   auto base = scenario::load_scenario(o.scenario);
+  if (!o.stack.empty()) base.strategy.stack = scenario::parse_stack(o.stack, "--stack");
+  if (o.compile) base.strategy.compile = true;
+  if (const std::string why = scenario::stack_refusal(base.strategy); !why.empty()) {
+    const bool compile_refused =
+        base.strategy.compile && !scenario::eager_modules(base.strategy.stack);
+    throw SpecError(compile_refused ? "--compile" : "--stack", why);
+  }
   if (!o.profile.empty()) {
     scenario::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));
   }
@@ -85,6 +94,10 @@ Registration reg{
                       "Hardware profile from `stratagem calibrate` in place of the "
                       "scenario's GPU and links, or a fitted profile (`calibrate --measured`) "
                       "scaling them; \"host\": this host's CPU, measured on first use");
+       sub.add_option("--stack", o->stack,
+                      "Training stack for every strategy: pytorch, megatron, megatron-legacy, "
+                      "deepspeed (default: the scenario's)");
+       sub.add_flag("--compile", o->compile, "torch.compile over the eager stack's modules");
        sub.add_flag("--json", o->json, "Print JSON");
        sub.add_flag("--real", o->real,
                     "Train each strategy for real on local processes (Gloo on CPUs, "

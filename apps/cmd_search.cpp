@@ -35,10 +35,16 @@ struct Options {
   std::vector<std::string> precisions;
   std::vector<std::string> attentions;
   std::string profile;
+  std::string stack;
+  bool compile = false;
   bool cluster_given = false;
   bool json = false;
   bool quiet = false;
 };
+
+std::string stack_text(const scenario::StrategySpec& st) {
+  return std::string(scenario::to_string(st.stack)) + (st.compile ? " + torch.compile" : "");
+}
 
 nlohmann::json candidate_json(const tune::Candidate& c) {
   const auto& st = c.scenario.strategy;
@@ -107,6 +113,18 @@ int run(const Options& o) {
                                           std::to_string(c.world_size()) + " GPUs");
   }
   base_json["training"]["global_batch"] = o.global_batch;
+  if (!o.stack.empty()) {
+    base_json["strategy"]["stack"] = scenario::to_string(scenario::parse_stack(o.stack, "--stack"));
+  }
+  if (o.compile) {
+    scenario::StrategySpec st;
+    st.stack = o.stack.empty() ? st.stack : scenario::parse_stack(o.stack, "--stack");
+    st.compile = true;
+    if (const std::string why = scenario::stack_refusal(st); !why.empty()) {
+      throw SpecError("--compile", why);
+    }
+    base_json["strategy"]["compile"] = true;
+  }
   auto base = scenario::parse_scenario(base_json, "search");
   if (profile) {
     scenario::apply_profile(base, *profile);
@@ -166,6 +184,8 @@ int run(const Options& o) {
     std::cout << nlohmann::json{{"model", o.model},
                                 {"cluster", cluster_name},
                                 {"gpus", c.world_size()},
+                                {"stack", scenario::to_string(base.strategy.stack)},
+                                {"compile", base.strategy.compile},
                                 {"enumerated", result.enumerated},
                                 {"invalid", result.invalid},
                                 {"memory_rejected", result.memory_rejected},
@@ -184,6 +204,7 @@ int run(const Options& o) {
       o.model.c_str(), c.world_size(), c.gpu.name.c_str(), static_cast<long long>(o.global_batch),
       static_cast<long long>(o.seq_len), result.enumerated, result.invalid, result.memory_rejected,
       result.simulated, result.pruned, options.keep_top);
+  std::printf("Training stack: %s (--stack to change).\n", stack_text(base.strategy).c_str());
   if (result.ranked.empty()) {
     std::printf("nothing fits: try more GPUs (--nodes), a smaller --global_batch or --seq_len\n");
     return 1;
@@ -242,6 +263,9 @@ Registration reg{
        sub.add_option("--attention", o->attentions,
                       "Attention kernels to try: flash, eager (default: flash)")
            ->delimiter(',');
+       sub.add_option("--stack", o->stack,
+                      "Training stack: pytorch (default), megatron, megatron-legacy, deepspeed");
+       sub.add_flag("--compile", o->compile, "torch.compile over the eager stack's modules");
        sub.add_flag("--json", o->json, "Print JSON");
        sub.add_flag("--quiet", o->quiet, "No progress bar");
        return std::function<int()>([o, cluster] {

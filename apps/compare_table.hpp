@@ -57,6 +57,8 @@ class CompareTable {
       std::cout << nlohmann::json{{"scenario", base.name},
                                   {"hardware", hardware},
                                   {"executor", how},
+                                  {"stack", scenario::to_string(base.strategy.stack)},
+                                  {"compile", base.strategy.compile},
                                   {"strategies", json_}}
                        .dump(2)
                 << "\n";
@@ -77,6 +79,9 @@ class CompareTable {
         "MFU divides by %s peak %s per device; peak mem is the largest rank's, capacity %s.\n",
         scenario::to_string(scenario::compute_dtype(base.strategy.precision)), peak.c_str(),
         fmt_gib(gpu.memory_bytes).c_str());
+    std::printf("Training stack: %s%s (strategy.stack; --stack to change).\n",
+                scenario::to_string(base.strategy.stack),
+                base.strategy.compile ? " + torch.compile" : "");
   }
 
  private:

@@ -98,6 +98,8 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
                     st.attention = attention;
                     st.recompute = recompute;
                     st.optimizer = base.strategy.optimizer;
+                    st.stack = base.strategy.stack;
+                    st.compile = base.strategy.compile;
                     try {
                       scenario::validate(s);
                     } catch (const SpecError&) {

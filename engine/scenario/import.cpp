@@ -148,6 +148,7 @@ nlohmann::json build_scenario(const Imported& in, const ImportOptions& o, const 
   if (precision == "fp16") strategy.update(in.loss_scale);
   if (in.prefetch) strategy["prefetch"] = *in.prefetch;
   if (!in.optimizer.empty()) strategy["optimizer"] = in.optimizer;
+  if (!in.stack.empty()) strategy["stack"] = in.stack;
 
   nlohmann::json cluster = {
       {"preset", cluster_name}, {"nodes", machines}, {"gpus_per_node", per_machine}};

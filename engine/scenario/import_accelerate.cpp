@@ -216,6 +216,7 @@ void read_fsdp(const YamlFile& y, const YAML::Node& fsdp, Imported& out, Acceler
 void read_accelerate_deepspeed(const YamlFile& y, const YAML::Node& ds, Imported& out,
                                AccelerateWarnings& w) {
   const auto path = [](const char* key) { return std::string("deepspeed_config.") + key; };
+  out.stack = "deepspeed";
   // A separate DeepSpeed JSON replaces the inline keys (accelerate ignores them then).
   if (const auto file = y.scalar(ds, "deepspeed_config_file", path("deepspeed_config_file"))) {
     std::filesystem::path json(*file);
@@ -285,6 +286,7 @@ void read_accelerate_deepspeed(const YamlFile& y, const YAML::Node& ds, Imported
 // read here; the others are sorted by scan_accelerate_keys.
 void read_megatron(const YamlFile& y, const YAML::Node& m, Imported& out, AccelerateWarnings& w) {
   const auto path = [](const char* key) { return std::string("megatron_lm_config.") + key; };
+  out.stack = "megatron";
   const auto at = [&](const char* key) { return y.where(m[key], path(key)); };
   if (const auto tp =
           y.integer(m, "megatron_lm_tp_degree", path("megatron_lm_tp_degree"), 1, 1 << 10)) {

@@ -35,6 +35,10 @@ struct Imported {
   std::string offload = "none";
   std::optional<int> prefetch;
   std::string optimizer;  ///< "" keeps the scenario default
+  /// The training stack (scenario::Stack) the config's framework runs: "deepspeed" for a
+  /// DeepSpeed config, "megatron" for accelerate's Megatron-LM plugin; "" keeps the default
+  /// (pytorch: Accelerate's DDP and FSDP run the user's eager modules).
+  std::string stack;
   // Model parallelism (Megatron-LM via accelerate, DeepSpeed AutoTP); dp = world / (tp × pp).
   int tp = 1;
   int pp = 1;

@@ -94,6 +94,7 @@ void read_tensor_parallel(const nlohmann::json& config, const std::string& file,
 Imported read_deepspeed(const std::string& file, const nlohmann::json& config) {
   if (!config.is_object()) throw SpecError(file, "expected a JSON object (a DeepSpeed config)");
   Imported out;
+  out.stack = "deepspeed";
   out.origin = "DeepSpeed config " + file;
   auto at = [&](const std::string& key) { return file + ": " + key; };
   if (auto n = json_int(config, "train_micro_batch_size_per_gpu",

@@ -118,6 +118,18 @@ Sharding parse_sharding(const std::string& name, const std::string& path) {
   throw SpecError(path, msg + "; valid: " + list);
 }
 
+std::string stack_refusal(const StrategySpec& s) {
+  if (s.compile && !eager_modules(s.stack)) {
+    return std::string("torch.compile applies to the eager stacks (pytorch, deepspeed); stack '") +
+           to_string(s.stack) + "' launches its own fused kernels";
+  }
+  if (s.stack == Stack::megatron_legacy && s.precision == Precision::fp8) {
+    return "megatron-legacy (apex kernels) has no fp8 GEMMs: fp8 training came with Transformer "
+           "Engine; use stack 'megatron'";
+  }
+  return "";
+}
+
 bool shards_optimizer(Sharding s) {
   return s != Sharding::none;
 }
@@ -186,6 +198,11 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
                     "tf32 applies to fp32 training (mixed_precision 'no'), "
                     "but mixed_precision is '" +
                         mp + "'");
+  }
+  if (r.has("stack")) s.stack = parse_stack(r.string("stack"), r.child_path("stack"));
+  s.compile = r.boolean_or("compile", false);
+  if (const std::string why = stack_refusal(s); !why.empty()) {
+    throw SpecError(r.child_path(s.compile && !eager_modules(s.stack) ? "compile" : "stack"), why);
   }
   s.fp8_all_gather = r.boolean_or("fp8_all_gather", false);
   if (s.fp8_all_gather && s.precision != Precision::fp8) {
@@ -295,6 +312,8 @@ nlohmann::json to_json(const StrategySpec& s) {
     j["attention_kernel"] = to_string(s.attention_kernel);
   if (s.tf32) j["tf32"] = true;
   if (s.fp8_all_gather) j["fp8_all_gather"] = true;
+  if (s.stack != Stack::pytorch) j["stack"] = to_string(s.stack);
+  if (s.compile) j["compile"] = true;
   if (s.precision == Precision::fp16) {
     j["initial_scale_power"] = s.loss_scale.initial_scale_power;
     j["loss_scale_window"] = s.loss_scale.loss_scale_window;

@@ -7,6 +7,7 @@
 
 #include "engine/scenario/cluster.hpp"
 #include "engine/scenario/model.hpp"
+#include "engine/scenario/stack.hpp"
 
 namespace stratagem::scenario {
 
@@ -98,6 +99,10 @@ struct StrategySpec {
   bool master_weights = true;  ///< fp32 master copy under fp16/bf16 (bf16 may turn it off)
   Offload offload_optimizer = Offload::none;
   int prefetch = 1;  ///< ZeRO-3/FSDP: units whose gather may run ahead
+  /// The framework whose code launches the kernels (stack.hpp); `compile`: torch.compile
+  /// (Inductor) over the eager stack's modules.
+  Stack stack = Stack::pytorch;
+  bool compile = false;
 };
 
 struct TrainingSpec {
@@ -106,6 +111,11 @@ struct TrainingSpec {
   int steps = 1;
   std::uint64_t seed = 1234;
 };
+
+/// Why the strategy's stack keys cannot hold together ("" when they can): torch.compile on a
+/// stack that does not run eager modules, fp8 on megatron-legacy. Parsing, compare, search
+/// and `kernels` refuse with it.
+std::string stack_refusal(const StrategySpec& s);
 
 /// Parses the strategy; cross-checks against model, cluster and training are in scenario.
 StrategySpec parse_strategy(const nlohmann::json& object, const std::string& path);

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "engine/scenario/tensor_shapes.hpp"
+#include "engine/workload/kernels.hpp"
 
 namespace stratagem::workload {
 
@@ -131,6 +132,18 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden) / t);
   block.linear_params = scenario::block_matmul_params(m) / t;
   block.fwd_gemm_bytes = block_gemm_bytes(m, tokens, t, elem);
+  if (m.params_given <= 0) {
+    // The stack's kernels: what its memory-bound kernels move and how many it launches.
+    const BlockKernels k = block_kernels(s);
+    const KernelTotals f = totals(k.forward), b = totals(k.backward);
+    block.kernel_list = true;
+    block.fwd_bytes = f.memory_bytes;
+    block.bwd_bytes = b.memory_bytes;
+    block.fwd_gemm_bytes = f.gemm_bytes;
+    block.bwd_gemm_bytes = b.gemm_bytes;
+    block.fwd_launches = f.launches;
+    block.bwd_launches = b.launches;
+  }
   for (std::int64_t l = 1; l <= m.layers; ++l) {
     block.name = "block " + std::to_string(l);
     units.push_back(block);
@@ -182,29 +195,35 @@ Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& un
       case Phase::forward:
         gemm += unit.fwd_flops;
         c.attention_flops += unit.attn_fwd_flops;
-        c.bytes += unit.full_act_bytes;
+        c.bytes += unit.kernel_list ? unit.fwd_bytes : unit.full_act_bytes;
         c.gemm_bytes += unit.fwd_gemm_bytes;
-        c.kernels += fwd_kernels;
+        c.kernels += unit.kernel_list ? unit.fwd_launches : fwd_kernels;
         break;
       case Phase::backward:
         // Backward computes input and weight gradients: twice the forward's GEMM work; the
         // fused attention backward recomputes the scores first (kFlashBackwardRatio).
         gemm += 2.0 * unit.fwd_flops;
         c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
-        c.bytes += 2.0 * unit.full_act_bytes;
-        c.gemm_bytes += 2.0 * unit.fwd_gemm_bytes;
-        c.kernels += 2 * fwd_kernels;
+        c.bytes += unit.kernel_list ? unit.bwd_bytes : 2.0 * unit.full_act_bytes;
+        c.gemm_bytes += unit.kernel_list ? unit.bwd_gemm_bytes : 2.0 * unit.fwd_gemm_bytes;
+        c.kernels += unit.kernel_list ? unit.bwd_launches : 2 * fwd_kernels;
         break;
       case Phase::recompute:
         gemm += unit.recompute_flops;
         c.attention_flops += unit.recompute_attn_flops;
-        c.bytes += unit.full_act_bytes - unit.act_bytes;
-        // A full recompute reruns the forward's GEMMs; selective only the attention core's.
+        // A full recompute reruns the forward's kernels; selective only the attention core's
+        // (its saved s×s tensors' traffic).
+        if (unit.kernel_list && unit.recompute_flops >= unit.fwd_flops && unit.fwd_flops > 0) {
+          c.bytes += unit.fwd_bytes;
+          c.kernels += unit.fwd_launches;
+        } else {
+          c.bytes += unit.full_act_bytes - unit.act_bytes;
+          c.kernels += fwd_kernels;
+        }
         if (unit.fwd_flops > 0) {
           c.gemm_bytes +=
               unit.fwd_gemm_bytes * std::min(1.0, unit.recompute_flops / unit.fwd_flops);
         }
-        c.kernels += fwd_kernels;
         break;
       default:
         break;

@@ -77,6 +77,13 @@ struct Unit {
   double head_dim = 0;
   bool causal = true;
   double linear_params = 0;  ///< its linear layers' weights (what fp8 training casts)
+  /// From the training stack's kernel list (kernels.hpp; blocks of shaped models): the
+  /// memory-bound kernels' bytes and every kernel's launch, forward and backward, and the
+  /// backward GEMMs' operand bytes. Without one (`kernel_list` false) the work uses the
+  /// activation bytes and fixed launch counts.
+  bool kernel_list = false;
+  double fwd_bytes = 0, bwd_bytes = 0, bwd_gemm_bytes = 0;
+  int fwd_launches = 0, bwd_launches = 0;
 };
 
 }  // namespace stratagem::workload

@@ -365,7 +365,9 @@ TEST(AccelerateConfigs, DeepSpeedZero1Inline) {
   const Import r = imported(file);
   EXPECT_EQ(r.warning, "");
   EXPECT_EQ(r.scenario.at("cluster"), cluster("dgx-a100-80gb", 1, 8));
-  EXPECT_EQ(r.scenario.at("strategy"), strategy(8, "zero1", "bf16"));
+  nlohmann::json want_strategy = strategy(8, "zero1", "bf16");
+  want_strategy["stack"] = "deepspeed";  // the DeepSpeed engine runs the model
+  EXPECT_EQ(r.scenario.at("strategy"), want_strategy);
   AccelerateLaunchConfig want = one_machine(8);
   want.sharding = "zero1";
   want.mixed_precision = "bf16";
@@ -379,6 +381,7 @@ TEST(AccelerateConfigs, DeepSpeedZero2InlineWithCpuOffload) {
   EXPECT_EQ(r.warning, line(file, "not honoured: deepspeed_config.gradient_clipping"));
   EXPECT_EQ(r.scenario.at("cluster"), cluster("dgx-a100-80gb", 1, 8));
   nlohmann::json want_strategy = strategy(8, "zero2", "fp16");
+  want_strategy["stack"] = "deepspeed";
   want_strategy["grad_accum"] = 4;
   want_strategy["offload_optimizer"] = "cpu";
   EXPECT_EQ(r.scenario.at("strategy"), want_strategy);
@@ -402,6 +405,7 @@ TEST(AccelerateConfigs, DeepSpeedZero3InlineOnTwoMachines) {
                             "deepspeed_config.zero3_save_16bit_model"));
   EXPECT_EQ(r.scenario.at("cluster"), cluster("dgx-a100-80gb", 2, 8));
   nlohmann::json want_strategy = strategy(16, "zero3", "bf16");
+  want_strategy["stack"] = "deepspeed";
   want_strategy["grad_accum"] = 2;
   want_strategy["offload_optimizer"] = "cpu";
   EXPECT_EQ(r.scenario.at("strategy"), want_strategy);
@@ -456,6 +460,7 @@ use_cpu: false
   EXPECT_EQ(r.warning, "");
   EXPECT_EQ(r.scenario.at("cluster"), cluster("dgx-a100-80gb", 1, 4));
   nlohmann::json want_strategy = strategy(4, "zero3", "no");
+  want_strategy["stack"] = "deepspeed";
   want_strategy["micro_batch_size"] = 2;
   want_strategy["grad_accum"] = 4;
   want_strategy["offload_optimizer"] = "cpu";
@@ -538,6 +543,7 @@ tpu_use_sudo: true
   // The shipped Megatron-LM example: gradient clipping is the one thing not modelled.
   const std::string megatron =
       std::string(STRATAGEM_SOURCE_DIR) + "/tests/scenario/megatron_lm_tp2_pp2.yaml";
+  EXPECT_EQ(imported(megatron).scenario["strategy"]["stack"], "megatron");
   EXPECT_EQ(imported(megatron).warning,
             line(megatron, "not honoured: megatron_lm_config.megatron_lm_gradient_clipping"));
 }

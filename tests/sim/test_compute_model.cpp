@@ -30,10 +30,17 @@ TEST(ComputeModel, GemmOperandsAndOutputsCrossHbm) {
   const auto s = scenario::parse_scenario(gpt(2048), "t");
   const auto plan = plan::build_plan(s);
   const plan::Unit& block = plan.layout.units[1];
-  // Tokens T = 2 · 2048; bf16 (2 B). QKV T×3h×h, projection T×h×h, MLP-in T×f×h, MLP-out T×h×f.
+  // Tokens T = 2 · 2048; bf16 (2 B). The default stack (eager PyTorch) runs q, k and v as
+  // three T×h×h GEMMs, each reading the normalized input; projection T×h×h, MLP-in T×f×h,
+  // MLP-out T×h×f. Megatron's one QKV GEMM T×3h×h reads it once.
   const double t = 4096, h = 1024, f = 4096, e = 2;
   auto io = [&](double m, double n, double k) { return e * (m * k + k * n + m * n); };
-  EXPECT_DOUBLE_EQ(block.fwd_gemm_bytes, io(t, 3 * h, h) + io(t, h, h) + io(t, f, h) + io(t, h, f));
+  EXPECT_DOUBLE_EQ(block.fwd_gemm_bytes, 3 * io(t, h, h) + io(t, h, h) + io(t, f, h) + io(t, h, f));
+  nlohmann::json mj = gpt(2048);
+  mj["strategy"]["stack"] = "megatron";
+  const auto megatron = scenario::parse_scenario(mj, "t");
+  EXPECT_DOUBLE_EQ(plan::build_plan(megatron).layout.units[1].fwd_gemm_bytes,
+                   io(t, 3 * h, h) + io(t, h, h) + io(t, f, h) + io(t, h, f));
   const plan::Unit& head = plan.layout.units.back();
   EXPECT_DOUBLE_EQ(head.fwd_gemm_bytes, io(t, 32000, h));
 
