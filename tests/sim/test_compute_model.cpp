@@ -63,7 +63,11 @@ TEST(ComputeModel, AttentionKernelEfficiencyBySequenceAndHeadDim) {
   EXPECT_NEAR(*a100.attention_kernel_efficiency("fa2", 128, true, 2048), 0.620 * 2048 / 2532,
               1e-12);
   EXPECT_NEAR(*a100.attention_kernel_efficiency("fa2", 128, true, 16384) * 312, 189, 189 * 0.03);
-  EXPECT_NEAR(*a100.attention_kernel_efficiency("triton", 128, true, 2048) * 312, 68, 68 * 0.05);
+  // triton (the FA1-era flash_attn_triton.py) runs at CUDA FlashAttention-1's speed on A100 as on
+  // H100: fa1 causal head dim 128 is max 0.261, half_seq 274, 72 TFLOP/s at 2048.
+  EXPECT_DOUBLE_EQ(*a100.attention_kernel_efficiency("triton", 128, true, 2048),
+                   *a100.attention_kernel_efficiency("fa1", 128, true, 2048));
+  EXPECT_NEAR(*a100.attention_kernel_efficiency("triton", 128, true, 2048) * 312, 72, 72 * 0.02);
   // Head dim 96: halfway in log2 between the 64 and 128 curves.
   const double e64 = *a100.attention_kernel_efficiency("fa2", 64, true, 4096);
   const double e128 = *a100.attention_kernel_efficiency("fa2", 128, true, 4096);
