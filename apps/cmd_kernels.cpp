@@ -37,10 +37,11 @@ struct Pass {
   double by_kind[3] = {0, 0, 0};  // gemm, attention, memory
 };
 
-Pass cost_pass(const std::vector<workload::Kernel>& kernels, const scenario::Scenario& s) {
+Pass cost_pass(const std::vector<workload::Kernel>& kernels, const sim::RooflineModel& roofline,
+               scenario::AttentionKernel attention_kernel) {
   Pass p;
   for (const workload::Kernel& k : kernels) {
-    Row r{k, sim::kernel_cost(k, s.cluster.gpu, s.strategy.attention_kernel)};
+    Row r{k, sim::kernel_cost(k, roofline, attention_kernel)};
     p.seconds += r.cost.seconds;
     p.by_kind[static_cast<int>(k.kind)] += r.cost.seconds;
     p.rows.push_back(std::move(r));
@@ -115,11 +116,12 @@ int run(const Options& o) {
     const bool compile_refused = s.strategy.compile && !scenario::eager_modules(s.strategy.stack);
     throw SpecError(compile_refused ? "--compile" : "--stack", why);
   }
+  const sim::RooflineModel roofline(s.cluster.gpu, sim::default_host(s.cluster.gpus_per_node));
   const workload::BlockKernels k = workload::block_kernels(s);
-  const Pass fwd = cost_pass(k.forward, s), bwd = cost_pass(k.backward, s);
+  const Pass fwd = cost_pass(k.forward, roofline, s.strategy.attention_kernel),
+             bwd = cost_pass(k.backward, roofline, s.strategy.attention_kernel);
   // The simulator's charge for the same block: one op per unit on the roofline.
   const auto units = workload::make_units(s);
-  const sim::RooflineModel roofline(s.cluster.gpu, sim::default_host(s.cluster.gpus_per_node));
   const double roof_fwd =
       roofline.duration(workload::units_work(s.strategy, units, workload::Phase::forward, 1, 2));
   const double roof_bwd =

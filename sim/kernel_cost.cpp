@@ -16,40 +16,42 @@ const char* to_string(KernelBound b) {
   return "compute";
 }
 
-KernelCost kernel_cost(const workload::Kernel& k, const scenario::GpuSpec& gpu,
+KernelCost kernel_cost(const workload::Kernel& k, const RooflineModel& roofline,
                        scenario::AttentionKernel attention_kernel) {
-  const double hbm = gpu.hbm_bandwidth * gpu.hbm_efficiency;
-  double compute_s = 0, memory_s = 0;
+  plan::Compute c;
+  c.dtype = k.dtype;
+  c.kernels = 1;
   switch (k.kind) {
-    case workload::KernelKind::gemm: {
-      const scenario::EfficiencyCurve& curve = gpu.efficiency(k.dtype);
-      const double smallest = std::min({k.m, k.n, k.k});
-      const double eff = std::min(1.0, curve.at(smallest) * gpu.gemm_scale);
-      const double peak = gpu.peak(k.dtype) * eff;
-      compute_s = peak > 0 ? k.flops / peak : 0.0;
-      // A formula curve is the compute side only; a measured one includes the traffic.
-      if (curve.table.empty() && hbm > 0) memory_s = k.bytes / hbm;
+    case workload::KernelKind::gemm:
+      c.flops = k.flops;
+      c.gemm_dim = std::min({k.m, k.n, k.k});
+      c.gemm_bytes = k.bytes;
       break;
-    }
-    case workload::KernelKind::attention: {
-      const auto curve = gpu.attention_kernel_efficiency(scenario::to_string(attention_kernel),
-                                                         k.head_dim, k.causal, k.seq);
-      const double eff = curve ? *curve : gpu.attention_efficiency(k.backward);
-      const double peak = gpu.peak(k.dtype) * std::min(1.0, eff * gpu.attention_scale);
-      compute_s = peak > 0 ? k.flops / peak : 0.0;
+    case workload::KernelKind::attention:
+      c.attention_flops = k.flops;
+      c.attention_seq = k.seq;
+      c.head_dim = k.head_dim;
+      c.causal = k.causal;
+      c.attention_kernel = attention_kernel;
+      c.phase = k.backward ? plan::Phase::backward : plan::Phase::forward;
       break;
-    }
     case workload::KernelKind::memory:
-      memory_s = hbm > 0 ? k.bytes / hbm : 0.0;
+      c.bytes = k.bytes;
       break;
   }
-  KernelCost c;
-  c.seconds = compute_s + memory_s + gpu.kernel_launch_s;
-  const double top = std::max({compute_s, memory_s, gpu.kernel_launch_s});
-  c.bound = top == gpu.kernel_launch_s ? KernelBound::launch
-            : top == compute_s         ? KernelBound::compute
-                                       : KernelBound::memory;
-  return c;
+  KernelCost out;
+  out.seconds = roofline.duration(c);
+  // The same op without its FLOPs: its traffic and launch only.
+  plan::Compute traffic = c;
+  traffic.flops = traffic.attention_flops = 0;
+  const double launch = roofline.gpu().kernel_launch_s;
+  const double memory = roofline.duration(traffic) - launch;
+  const double compute = out.seconds - memory - launch;
+  const double top = std::max({compute, memory, launch});
+  out.bound = top == launch    ? KernelBound::launch
+              : top == compute ? KernelBound::compute
+                               : KernelBound::memory;
+  return out;
 }
 
 }  // namespace stratagem::sim

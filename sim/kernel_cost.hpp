@@ -1,13 +1,13 @@
 #pragma once
-// What one kernel of a stack's kernel list (engine/workload/kernels.hpp) costs on a GPU, with
-// the same parts the roofline compute model uses for a whole op: a GEMM at the GPU's GEMM
-// efficiency for its smallest dimension (plus its operands' HBM traffic with a formula curve),
-// a fused attention kernel at its published curve, a memory-bound kernel at the achieved HBM
-// bandwidth; every kernel pays the launch cost, and a kernel shorter than that is
-// launch-bound.
-#include "engine/scenario/cluster.hpp"
+// What one kernel of a stack's kernel list (engine/workload/kernels.hpp) costs on a GPU: the
+// kernel as a compute op of its own on the roofline compute model (compute_model.hpp), so a
+// kernel and the plan's ops are costed by the same rules (GEMM efficiency for its smallest
+// dimension plus its operands' traffic with a formula curve, attention at its curve,
+// memory-bound bytes at the achieved HBM bandwidth, one launch). A kernel whose time is
+// mostly its launch is launch-bound.
 #include "engine/scenario/strategy.hpp"
 #include "engine/workload/kernel_graph.hpp"
+#include "sim/compute_model.hpp"
 
 namespace stratagem::sim {
 
@@ -20,7 +20,7 @@ struct KernelCost {
 };
 
 /// `attention_kernel`: which fused kernel's curves cost an attention kernel.
-KernelCost kernel_cost(const workload::Kernel& k, const scenario::GpuSpec& gpu,
+KernelCost kernel_cost(const workload::Kernel& k, const RooflineModel& roofline,
                        scenario::AttentionKernel attention_kernel);
 
 }  // namespace stratagem::sim

@@ -53,17 +53,13 @@ double gemm_io_bytes(double m, double n, double k, double elem) {
   return elem * (m * k + k * n + m * n);
 }
 
-// One tensor-parallel rank's forward GEMMs of a block on `tokens` tokens: QKV (column-
-// parallel), the attention output projection (row-parallel), MLP-in (gate and up with SwiGLU)
-// and MLP-out. A quick-form model (no shape given) is taken as GPT's 12·h² split the same way.
-double block_gemm_bytes(const scenario::ModelSpec& m, double tokens, double t, double elem) {
+// One tensor-parallel rank's forward GEMMs of a quick-form block (no shape given: GPT's
+// 12·h² split) on `tokens` tokens: QKV (column-parallel), the attention output projection
+// (row-parallel), MLP-in and MLP-out. Shaped blocks take theirs from their stack's kernels.
+double quick_block_gemm_bytes(const scenario::ModelSpec& m, double tokens, double t, double elem) {
   const double h = static_cast<double>(m.hidden);
-  const bool shaped = m.params_given <= 0;
-  const double qkv = shaped ? h + 2.0 * scenario::kv_dim(m) : 3.0 * h;
-  const double f = shaped ? static_cast<double>(m.ffn_hidden) : 4.0 * h;
-  const double in = shaped && m.mlp == scenario::MlpKind::swiglu ? 2.0 * f : f;
-  return gemm_io_bytes(tokens, qkv / t, h, elem) + gemm_io_bytes(tokens, h, h / t, elem) +
-         gemm_io_bytes(tokens, in / t, h, elem) + gemm_io_bytes(tokens, h, f / t, elem);
+  return gemm_io_bytes(tokens, 3.0 * h / t, h, elem) + gemm_io_bytes(tokens, h, h / t, elem) +
+         gemm_io_bytes(tokens, 4.0 * h / t, h, elem) + gemm_io_bytes(tokens, h, 4.0 * h / t, elem);
 }
 
 }  // namespace
@@ -131,8 +127,9 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   // outputs, projection and MLP-out inputs).
   block.gemm_dim = std::min(tokens, static_cast<double>(m.hidden) / t);
   block.linear_params = scenario::block_matmul_params(m) / t;
-  block.fwd_gemm_bytes = block_gemm_bytes(m, tokens, t, elem);
-  if (m.params_given <= 0) {
+  if (m.params_given > 0) {
+    block.fwd_gemm_bytes = quick_block_gemm_bytes(m, tokens, t, elem);
+  } else {
     // The stack's kernels: what its memory-bound kernels move and how many it launches.
     const BlockKernels k = block_kernels(s);
     const KernelTotals f = totals(k.forward), b = totals(k.backward);

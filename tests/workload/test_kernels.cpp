@@ -86,10 +86,11 @@ TEST(BlockKernels, StacksOrderAsTheirFusionSays) {
   // traffic eager moves (153E vs 46-52E forward); Megatron-LM's apex layer sits between.
   auto block_s = [](const scenario::Scenario& s) {
     double t = 0;
+    const sim::RooflineModel roofline(s.cluster.gpu, sim::default_host(8));
     const BlockKernels k = block_kernels(s);
     for (const auto* list : {&k.forward, &k.backward}) {
       for (const Kernel& kernel : *list) {
-        t += sim::kernel_cost(kernel, s.cluster.gpu, s.strategy.attention_kernel).seconds;
+        t += sim::kernel_cost(kernel, roofline, s.strategy.attention_kernel).seconds;
       }
     }
     return t;

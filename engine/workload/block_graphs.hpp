@@ -1,0 +1,118 @@
+#pragma once
+// Internal to engine/workload: the graphs kernels.hpp's lists are lowered from — one rank's
+// share of a block (Shape) and the builder of its forward and backward op graphs per stack.
+#include <string>
+
+#include "engine/scenario/scenario.hpp"
+#include "engine/workload/kernel_graph.hpp"
+#include "engine/workload/kernels.hpp"
+
+namespace stratagem::workload {
+
+using scenario::DType;
+using scenario::Stack;
+
+/// One rank's share of a block (widths already divided by tp; tokens by cp).
+struct Shape {
+  double n = 0;      ///< tokens of one micro-batch on this rank: b·s/cp
+  double nr = 0;     ///< tokens the norms and residual adds run on: n/tp with SP, else n
+  double h = 0;      ///< hidden
+  double q = 0;      ///< query (and attention output) width: heads·d/tp
+  double kv = 0;     ///< key (or value) width: kv_heads·d/tp
+  double f = 0;      ///< MLP hidden width / tp
+  double heads = 0;  ///< attention heads on this rank
+  double d = 0;      ///< head dimension
+  double seq = 0;    ///< keys each query attends over
+  bool causal = true;
+  bool flash = true;
+  bool swiglu = true;
+  bool rms = true;
+  bool rotary = true;
+  bool sp = false;            ///< sequence parallelism: gather before the column-parallel GEMMs
+  double e = 2;               ///< activation element bytes
+  DType dtype = DType::bf16;  ///< the linear layers' GEMM dtype
+  bool fp8 = false;
+};
+
+/// One rank's share of the scenario's block. Throws SpecError for a model without a shape.
+Shape shape_of(const scenario::Scenario& s);
+
+/// Builds one block's forward graph (block_forward.cpp) and backward graph (block_backward.cpp)
+/// as `stack` writes the block; `compile` marks the graphs for Inductor's fusion (only
+/// GEMM inputs, row statistics and the block's input stay saved; pointwise results are
+/// recomputed in backward, as torch/_functorch/partitioners.py min_cut_rematerialization_partition
+/// chooses for cheap ops).
+class BlockGraphs {
+ public:
+  BlockGraphs(const Shape& x, Stack stack, bool compile)
+      : x_(x), stack_(stack), compile_(compile) {}
+
+  BlockKernels build() {
+    forward();
+    backward();
+    BlockKernels k;
+    k.forward = compile_ ? f_.fused() : f_.eager();
+    k.backward = compile_ ? b_.fused() : b_.eager();
+    return k;
+  }
+
+ private:
+  const Shape x_;
+  const Stack stack_;
+  const bool compile_;
+  OpGraph f_, b_;
+
+  bool megatron() const { return stack_ == Stack::megatron; }
+  bool legacy() const { return stack_ == Stack::megatron_legacy; }
+  bool eager() const { return scenario::eager_modules(stack_); }
+  /// Eager autograd keeps what each op saves; under compile only what the partitioner keeps.
+  void save(OpGraph& g, int t) {
+    if (!compile_) g.keep(t);
+  }
+
+  static int t(OpGraph& g, double elements, double bytes) { return g.tensor(elements, bytes); }
+
+  // forward (block_forward.cpp)
+  /// A norm over `rows` tokens of width h. Returns the normalized output (what the next
+  /// linear reads: fp8 when Transformer Engine's LayerNormLinear casts in the norm kernel).
+  int norm_forward(const std::string& name, int in);
+
+  /// The per-tensor fp8 cast a linear layer's input gets (current scaling: an amax pass, then
+  /// the cast; Transformer Engine's Float8CurrentScaling, torchao's tensorwise dynamic scaling).
+  int fp8_cast(OpGraph& g, const std::string& name, int in, double elements);
+
+  /// A linear layer's forward GEMM: `in` (rows × k) times the k × n weight.
+  int linear(const std::string& name, int in, double rows, double n, double k, bool in_is_fp8);
+
+  /// RoPE on one of q, k: torchtitan's complex form (apply_rotary_emb: float(), complex
+  /// multiply, type_as), Megatron-LM's rotate-half form (megatron/model/rotary_pos_embedding.py
+  /// apply_rotary_pos_emb: neg of one half, cat, two muls and an add), or Transformer Engine's
+  /// fused_apply_rotary_pos_emb (Megatron-Core's apply_rope_fusion): one kernel.
+  int rope_forward(const std::string& name, int in, double width);
+
+  /// torchtitan's RoPE in fp32, forward or backward: cast up, the complex multiply (by the
+  /// table or its conjugate), cast back; fp32 training has no casts.
+  int complex_rope(OpGraph& g, int in, double el, int freqs, const std::string (&names)[3]);
+
+  void forward();
+
+  // backward (block_backward.cpp)
+  /// The gradient of a linear layer: dgrad (dy · Wᵀ) and wgrad (dyᵀ · x). `dy` is rows × n;
+  /// returns the input gradient, rows × k. Megatron accumulates wgrad into the fp32 main_grad
+  /// (gradient_accumulation_fusion: read and written in fp32).
+  int linear_backward(const std::string& name, int dy, double rows, double n, double k,
+                      double in_bytes_saved);
+
+  int accumulate(const std::string& name, int a, int b, double elements, double bytes);
+
+  /// A norm's backward: one fused kernel for Transformer Engine (dx with the weight gradient's
+  /// partial sums), two for apex and ATen's native_layer_norm_backward (dx, then the weight
+  /// gradient reading dy and x again), autograd's formulas for each op of the composite one.
+  int norm_backward(const std::string& name, int g);
+
+  int rope_backward(const std::string& name, int g, double width);
+
+  void backward();
+};
+
+}  // namespace stratagem::workload
