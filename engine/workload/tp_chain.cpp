@@ -127,6 +127,7 @@ Compute tp_piece_work(const Compute& unit, const TpPiece& p, int segments) {
   c.flops_16bit = unit.flops_16bit * p.flops_share;
   c.attention_flops = unit.attention_flops * p.attention_share;
   c.bytes = unit.bytes * p.bytes_share;
+  c.gemm_bytes = unit.gemm_bytes * p.flops_share;  // the GEMMs' operands go with their FLOPs
   c.kernels = std::max(1, static_cast<int>(std::lround(unit.kernels / double(segments))));
   return c;
 }

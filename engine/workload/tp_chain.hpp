@@ -60,8 +60,9 @@ class TpChains {
 };
 
 /// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or
-/// backward on one micro-batch, units_work) scaled by the piece's shares, its launches spread
-/// evenly over the chain's `segments` compute pieces (at least one each).
+/// backward on one micro-batch, units_work) scaled by the piece's shares (its GEMMs' bytes
+/// with its share of the GEMM FLOPs), its launches spread evenly over the chain's `segments`
+/// compute pieces (at least one each).
 Compute tp_piece_work(const Compute& unit, const TpPiece& piece, int segments);
 /// The compute pieces of a chain.
 int compute_segments(const std::vector<TpPiece>& chain);
