@@ -74,6 +74,7 @@ std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, con
                                                 const at::Tensor& targets, int repetitions) {
   const workload::TpChains chains(s);
   const int tp = s.strategy.tp;
+  const bool beside = workload::wgrad_beside_reduction(s.strategy);
   const int head = units.head_unit();
   const c10::Device device = units.device();
   std::vector<std::vector<double>> t(7);
@@ -87,13 +88,13 @@ std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, con
     double d[7];
     // forward: embedding, block, head
     TpUnitRun e(units, 0, state.unit_params(0), at::Tensor(), input, at::Tensor(),
-                scenario::Recompute::none);
+                scenario::Recompute::none, beside);
     d[0] = run_chain(e, chains.chain(0, false, true), tp, [&] { synchronize(e.output()); });
     TpUnitRun b(units, 1, state.unit_params(1), at::Tensor(), e.output(), at::Tensor(),
-                scenario::Recompute::none);
+                scenario::Recompute::none, beside);
     d[1] = run_chain(b, chains.chain(1, false, true), tp, [&] { synchronize(b.output()); });
     TpUnitRun h(units, head, state.unit_params(head), borrowed, b.output(), targets,
-                scenario::Recompute::none);
+                scenario::Recompute::none, beside);
     d[2] = run_chain(h, chains.chain(head, true, true), tp, [] {});  // the loss is read
     // backward: head, block, embedding, gradients accumulated as the executor does
     at::Tensor grad = at::ones({}, at::TensorOptions().dtype(at::kFloat).device(device));

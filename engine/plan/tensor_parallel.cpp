@@ -51,6 +51,8 @@ class TensorParallel {
     chain.clear();
     auto& links = links_;
     links.clear();
+    auto& beside = beside_;
+    beside.clear();
     for (int k = 0; k < s.unit_end - s.unit_begin; ++k) {
       const int u = forward ? s.unit_begin + k : s.unit_end - 1 - k;
       const Compute unit = compute_op(ctx_, s.phase, d_.stage, s.chunk, s.microbatch, u, u + 1);
@@ -60,6 +62,7 @@ class TensorParallel {
         links.push_back({static_cast<std::int16_t>(k), static_cast<std::int16_t>(parts.size())});
       }
       for (const workload::TpPiece& p : parts) {
+        beside.push_back(p.alongside);
         if (p.collective) {
           const bool ring = p.context;
           Collective c = draft_collective(
@@ -73,9 +76,10 @@ class TensorParallel {
       }
     }
     // The step's op becomes the chain's first (keeping its deps and start effects); the rest
-    // follow it, each waiting for the one before, except that context collectives (the `cp`
-    // stream) and the compute piece after them both wait for the piece before them, and the
-    // next piece waits for all of them. End effects move to the last.
+    // follow it, each waiting for the one before, except that `alongside` collectives (the
+    // context ring's exchange, Megatron's input-gradient reduction) and the compute piece
+    // after them both wait for the piece before them, and the next piece waits for all of
+    // them. End effects move to the last.
     const DraftEffects effects = d_.op(head).effects;
     d_.op(head).stream = chain.front().first;
     d_.op(head).payload = chain.front().second;
@@ -85,12 +89,12 @@ class TensorParallel {
     body.reserve(chain.size());
     body.push_back(head);
     DraftRef critical = head;  // what the next piece waits for
-    auto& alongside = alongside_;  // context collectives in flight
+    auto& alongside = alongside_;  // collectives in flight beside the next compute piece
     alongside.clear();
     bool join_next = false;           // the piece after the overlapped compute joins them
     for (std::size_t k = 1; k < chain.size(); ++k) {
       const auto& [stream, payload] = chain[k];
-      if (stream == Stream::cp) {
+      if (beside[k]) {
         body.push_back(d_.add(stream, payload, {critical}));
         d_.op(body.back()).chain = links[k];
         alongside.push_back(body.back());
@@ -107,7 +111,7 @@ class TensorParallel {
       join_next = !alongside.empty();
     }
     if (!alongside.empty()) {
-      throw RuntimeError("plan builder: a context-parallel exchange ends its chain at unit " +
+      throw RuntimeError("plan builder: an overlapped collective ends its chain at unit " +
                          std::to_string(s.unit_begin) + " with nothing to overlap");
     }
     s.body = std::move(body);
@@ -121,6 +125,7 @@ class TensorParallel {
   workload::TpChains chains_;
   std::vector<std::pair<Stream, Payload>> chain_;  ///< the step being split, as pieces
   std::vector<ChainLink> links_;                   ///< each piece's place in its unit's chain
+  std::vector<bool> beside_;                       ///< each piece's `alongside`
   std::vector<DraftRef> alongside_;
 };
 

@@ -25,7 +25,7 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 
 TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
                      const at::Tensor& borrowed, const at::Tensor& input, const at::Tensor& targets,
-                     scenario::Recompute recompute)
+                     scenario::Recompute recompute, bool wgrad_beside)
     : u_(units),
       layout_(units.layout(unit)),
       unit_(unit),
@@ -34,6 +34,7 @@ TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
                                         : Kind::block),
       recompute_(kind_ == Kind::block ? recompute : scenario::Recompute::none),
       sp_(units.sequence_parallel()),
+      wgrad_beside_(wgrad_beside && kind_ == Kind::block),
       params_(params),
       borrowed_(borrowed),
       input_(input),
@@ -75,7 +76,24 @@ void TpUnitRun::run_stages() {
   while (at_ < program_.size() && program_[at_].stage) program_[at_++].stage();
 }
 
+TpUnitRun::Item* TpUnitRun::owed_beside_piece() {
+  // The piece depends on what precedes the collective, not on the collective: the executor
+  // may run it before the collective is issued, while it is in flight or after it is done
+  // (nothing else of the chain runs before the piece after it, which waits for both).
+  for (std::size_t k : {at_, at_ - 1}) {
+    if (k < program_.size() && !program_[k].stage && program_[k].beside &&
+        !program_[k].beside_ran) {
+      return &program_[k];
+    }
+  }
+  return nullptr;
+}
+
 void TpUnitRun::compute() {
+  if (Item* owed = owed_beside_piece()) {
+    owed->beside_ran = true;  // its weight gradient came with the data gradient
+    return;
+  }
   if (at_ >= program_.size() || !program_[at_].stage) {
     throw RuntimeError("unit " + std::to_string(unit_) + ": the plan runs a compute piece where " +
                        (at_ >= program_.size()

@@ -55,8 +55,12 @@ class TpUnitRun {
   /// sharded), `borrowed` the word table of a tied head on the embedding's stage, `input`
   /// tokens [b, s] (embedding) or the boundary hidden states, `targets` [b, s] (head).
   /// Full recomputation runs the forward without a graph and keeps only the input.
+  /// `wgrad_beside`: the plan reduces a block's column-parallel input gradients beside a
+  /// weight-gradient piece (workload::wgrad_beside_reduction): LibTorch's autograd computes
+  /// both gradients of a segment at once, so that piece has nothing left to do here.
   TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params, const at::Tensor& borrowed,
-            const at::Tensor& input, const at::Tensor& targets, scenario::Recompute recompute);
+            const at::Tensor& input, const at::Tensor& targets, scenario::Recompute recompute,
+            bool wgrad_beside);
   TpUnitRun(const TpUnitRun&) = delete;
   TpUnitRun& operator=(const TpUnitRun&) = delete;
 
@@ -97,6 +101,9 @@ class TpUnitRun {
     comm::ReduceOp op = comm::ReduceOp::sum;
     std::function<at::Tensor()> send;
     std::function<void(const at::Tensor&)> receive;
+    /// A collective the plan runs beside a compute piece of its own (Megatron's weight
+    /// gradient); `beside_ran` once the executor has run that piece.
+    bool beside = false, beside_ran = false;
   };
   enum class Kind { embedding, block, head };
 
@@ -105,6 +112,8 @@ class TpUnitRun {
   void collective(plan::CollectiveKind kind, std::function<at::Tensor()> send,
                   std::function<void(const at::Tensor&)> receive,
                   comm::ReduceOp op = comm::ReduceOp::sum);
+  /// The plan's piece beside a collective in flight or just done, if not yet run.
+  Item* owed_beside_piece();
   void start_forward();
   void forward_embedding();
   void forward_block();
@@ -131,6 +140,7 @@ class TpUnitRun {
   Phase phase_ = Phase::forward;
   bool graph_ = true;
   bool sp_ = false;
+  bool wgrad_beside_ = false;
   std::int64_t b_ = 0, s_ = 0, h_ = 0;
   std::vector<Item> program_;
   std::size_t at_ = 0;

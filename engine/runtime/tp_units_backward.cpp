@@ -80,6 +80,8 @@ void TpUnitRun::backward_block() {
   };
   // The gradient of a column-parallel input: summed over the group (all-reduce) or, under
   // SP, summed and split along the sequence (reduce-scatter), into got_[slot].
+  // With wgrad_beside_ the plan runs the layer's weight-gradient piece beside it (nothing
+  // to do here: see the constructor), and the norm's backward after both.
   auto reduce = [this, part](const at::Tensor* leaf, int slot) {
     if (sp_) {
       collective(
@@ -90,6 +92,7 @@ void TpUnitRun::backward_block() {
           K::all_reduce, [this, leaf] { return wire(grad_of(*leaf)); },
           [this, slot](const at::Tensor& r) { got_[slot] = from_batch_major(r); });
     }
+    program_.back().beside = wgrad_beside_;
   };
   // Under SP, the gradient of a row-parallel output arrives for the rank's part of the
   // sequence and is gathered whole before the row-parallel backward.

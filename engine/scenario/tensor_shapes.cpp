@@ -49,10 +49,13 @@ BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sp
   const double mlp_flops = 2.0 * (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
   out.attention_flops_share = attention_flops / (attention_flops + mlp_flops);
   out.qkv_flops_share = qkv_flops / (attention_flops + mlp_flops);
+  out.mlp_in_flops_share =
+      2.0 * (m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * h * f / (attention_flops + mlp_flops);
   const double scores = flash ? 0.0 : 5.0 * a * s / h;
   const double attention_bytes = sp ? (13.0 + scores) / t : 5.0 + (8.0 + scores) / t;
   const double mlp_bytes = sp ? 21.0 / t : 5.0 + 16.0 / t;
   out.attention_bytes_share = attention_bytes / (attention_bytes + mlp_bytes);
+  out.norm_bytes_share = (sp ? 2.0 / t : 2.0) / (attention_bytes + mlp_bytes);
   return out;
 }
 

@@ -32,11 +32,17 @@ double word_table_params_tp(const ModelSpec& m, int tp);
 /// 5 + 16/t, in units of s·b·h at 16 bits; with sequence parallelism (13 + 5·a·s/h)/t and
 /// 21/t) that the attention half carries. With flash attention the core is not a GEMM (its
 /// FLOPs are counted apart) and keeps no s×s terms. `qkv_flops_share`: the QKV projection's
-/// part of the block's GEMM FLOPs (where context parallelism exchanges K and V).
+/// part of the block's GEMM FLOPs (where context parallelism exchanges K and V);
+/// `mlp_in_flops_share` the MLP's column-parallel GEMM(s) (fc1, or gate and up); the two
+/// column-parallel layers whose weight gradients Megatron computes while their input gradient
+/// is reduced. `norm_bytes_share`: one norm's bytes, 2 of the units above (it reads x and
+/// writes its output; 2/t with sequence parallelism).
 struct BlockSplit {
   double attention_flops_share = 0.5;
   double attention_bytes_share = 0.5;
   double qkv_flops_share = 0.25;
+  double mlp_in_flops_share = 0.25;  ///< the column-parallel MLP-in GEMM(s)
+  double norm_bytes_share = 0.05;    ///< one norm (read x, write its output)
 };
 BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sequence_parallel,
                        bool flash = false);

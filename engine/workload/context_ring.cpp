@@ -16,6 +16,7 @@ std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, scenario::D
     TpPiece p;
     p.collective = true;
     p.context = true;
+    p.alongside = true;
     p.kind = kind;
     p.bytes = kv_bytes;
     p.dtype = dtype;

@@ -14,6 +14,10 @@ TpChains::TpChains(const scenario::Scenario& s) {
   sp_ = st.sequence_parallel;
   learned_positions_ = s.model.positions == scenario::PositionKind::learned;
   cp_ = st.cp;
+  // Megatron-LM's ColumnParallelLinear (LinearWithGradAccumulationAndAsyncCommunication) and
+  // Transformer Engine's Linear / LayerNormLinear both launch the input gradient's all-reduce
+  // (reduce-scatter under SP) asynchronously and compute the weight gradient meanwhile.
+  wgrad_beside_ = wgrad_beside_reduction(st);
   split_ = scenario::block_split(s.model, s.training.seq_len, st.tp, sp_,
                                  st.attention == scenario::Attention::flash);
   // A context-parallel rank's tokens: s/cp of each sequence.
@@ -112,13 +116,53 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
     return out;
   }
+  // The input gradient of a column-parallel layer (MLP-in, QKV) is reduced after the compute
+  // piece that ends with its data-gradient GEMM; with wgrad_beside_ the reduction runs beside
+  // the layer's weight-gradient GEMM, cut from that piece, and the norm before the layer
+  // (its backward needs the reduced gradient) follows both. Backward GEMM FLOPs are twice the
+  // forward's, so a layer's weight gradient is half its forward share.
+  const double nb = split_.norm_bytes_share;
+  bool norm_pending = false;  // a norm's backward ends `out`: the next compute piece takes it
+  auto reduce_input_gradient = [&](double forward_share) {
+    TpPiece red = act(sp_ ? K::reduce_scatter : K::all_reduce);
+    if (!wgrad_beside_) {
+      out.push_back(red);
+      return;
+    }
+    out.back().flops_share -= forward_share / 2;
+    out.back().bytes_share -= nb;
+    red.alongside = true;
+    out.push_back(red);
+    out.push_back(TpPiece{false, forward_share / 2, 0.0, 0.0});
+    out.push_back(TpPiece{false, 0.0, nb, 0.0});
+    norm_pending = true;
+  };
+  auto compute_next = [&](const std::vector<TpPiece>& pieces) {
+    auto it = pieces.begin();
+    if (norm_pending && !it->collective) {
+      out.back().flops_share += it->flops_share;
+      out.back().bytes_share += it->bytes_share;
+      out.back().attention_share += it->attention_share;
+      ++it;
+    }
+    norm_pending = false;
+    out.insert(out.end(), it, pieces.end());
+  };
   if (sp_) out.push_back(act(K::all_gather));
   out.push_back(mlp);
-  out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
-  if (sp_) out.push_back(act(K::all_gather));
-  append(attention_half(false));
-  out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+  reduce_input_gradient(split_.mlp_in_flops_share);
+  if (sp_) {
+    out.push_back(act(K::all_gather));
+    norm_pending = false;
+  }
+  compute_next(attention_half(false));
+  reduce_input_gradient(split_.qkv_flops_share);
   return out;
+}
+
+bool wgrad_beside_reduction(const scenario::StrategySpec& st) {
+  return st.tp > 1 &&
+         (st.stack == scenario::Stack::megatron || st.stack == scenario::Stack::megatron_legacy);
 }
 
 Compute tp_piece_work(const Compute& unit, const TpPiece& p, int segments) {

@@ -5,7 +5,7 @@
 // (make_units); a chain splits each compute step where Megatron communicates, and the plan's
 // pass (engine/plan/tensor_parallel.hpp) puts the collectives, on the `tp` stream, on the
 // critical path (each op of the chain waits for the previous one; none is overlapped with
-// compute):
+// compute but as the Megatron stacks do below):
 //   block forward    [attention: norm, QKV (column-parallel), core, projection (row-parallel)]
 //                    all-reduce, [MLP: norm, MLP-in (column), activation, MLP-out (row)]
 //                    all-reduce
@@ -27,9 +27,18 @@
 // before the optimizer step (Megatron's finalize_model_grads).
 // Full recomputation reruns the forward chain; selective recomputation (the attention core
 // only) needs no communication.
-// Megatron also overlaps the backward collectives with the weight-gradient GEMMs
-// (async all-reduce, overlapped all-gather of saved inputs under SP); this plan does not
-// (conservative, stated in the docs).
+// Under the Megatron stacks (strategy.stack megatron, megatron-legacy) a block's backward
+// reduces each column-parallel layer's input gradient beside the layer's weight-gradient GEMM,
+// as Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication.backward
+// (megatron/core/tensor_parallel/layers.py) and Transformer Engine's _Linear /
+// _LayerNormLinear.backward (transformer_engine/pytorch/module/) do:
+//   block backward   [MLP backward to MLP-in's data gradient] all-reduce ‖ [MLP-in weight
+//                    gradient] [norm backward, attention backward to QKV's data gradient]
+//                    all-reduce ‖ [QKV weight gradient] [norm backward]
+// (under SP reduce-scatters, and the all-gathers before each half stay exposed). Left out:
+// Megatron's all-gather of the saved norm output for the weight gradient under SP (it keeps
+// the rank's part of the sequence and gathers it again beside the data-gradient GEMM), the
+// head's overlap, and every forward overlap (tp_comm_overlap, async TP).
 #include <array>
 #include <vector>
 
@@ -52,12 +61,17 @@ class TpChains {
   std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
   std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
   std::vector<TpPiece> attention_half(bool forward) const;
-  bool tp_ = false, sp_ = false, learned_positions_ = false;
+  bool tp_ = false, sp_ = false, learned_positions_ = false, wgrad_beside_ = false;
   int cp_ = 1;
   scenario::BlockSplit split_;
   double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
   scenario::DType dtype_ = scenario::DType::bf16;
 };
+
+/// Whether a block's backward reduces each column-parallel input gradient beside the layer's
+/// weight-gradient GEMM (tp > 1 under the Megatron stacks; see above). The runtime's chains
+/// (engine/runtime/tp_units.hpp) follow the same rule.
+bool wgrad_beside_reduction(const scenario::StrategySpec& strategy);
 
 /// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or
 /// backward on one micro-batch, units_work) scaled by the piece's shares (its GEMMs' bytes

@@ -233,7 +233,9 @@ TEST(TensorParallel, EachPieceCarriesItsPlaceInItsUnitsChain) {
       EXPECT_EQ(op.chain.pieces, first.chain.pieces);
       const auto* c = std::get_if<plan::Collective>(&op.payload);
       EXPECT_EQ(c != nullptr, shape[k].collective) << "piece " << k;
-      if (c) EXPECT_EQ(c->kind, shape[k].kind) << "piece " << k;
+      if (c) {
+        EXPECT_EQ(c->kind, shape[k].kind) << "piece " << k;
+      }
     }
     ++chains_seen;
     i += shape.size();
@@ -241,6 +243,75 @@ TEST(TensorParallel, EachPieceCarriesItsPlaceInItsUnitsChain) {
   // Embedding, 16 blocks and the head, forward and backward, on 2 micro-batches.
   EXPECT_EQ(chains_seen, 2 * 2 * 18);
   EXPECT_GT(unmarked, 0);
+}
+
+TEST(TensorParallel, MegatronReducesInputGradientsBesideTheWeightGradient) {
+  // Megatron-LM's LinearWithGradAccumulationAndAsyncCommunication and TE's LayerNormLinear:
+  // dgrad GEMM, async all-reduce (SP: reduce-scatter) of the input gradient, wgrad GEMM,
+  // wait, norm backward. Same collectives and work as the eager stack, less of it exposed.
+  for (const bool sp : {false, true}) {
+    SCOPED_TRACE(sp ? "sequence parallel" : "tensor parallel");
+    nlohmann::json strategy = {{"dp", 1},
+                               {"tp", 2},
+                               {"sequence_parallel", sp},
+                               {"grad_accum", 2},
+                               {"mixed_precision", "bf16"}};
+    const auto eager = test::small_scenario(strategy, 2);
+    strategy["stack"] = "megatron";
+    const auto megatron = test::small_scenario(strategy, 2);
+    EXPECT_FALSE(workload::wgrad_beside_reduction(eager.strategy));
+    EXPECT_TRUE(workload::wgrad_beside_reduction(megatron.strategy));
+    // The chain's shares still sum to the whole unit, and only the block's backward changes.
+    const workload::TpChains a(eager), b(megatron);
+    for (const bool forward : {false, true}) {
+      double flops = 0, bytes = 0, attention = 0;
+      for (const auto& piece : b.chain(1, false, forward)) {
+        EXPECT_GE(piece.flops_share, 0.0);
+        EXPECT_GE(piece.bytes_share, 0.0);
+        flops += piece.flops_share;
+        bytes += piece.bytes_share;
+        attention += piece.attention_share;
+      }
+      EXPECT_NEAR(flops, 1.0, 1e-12);
+      EXPECT_NEAR(bytes, 1.0, 1e-12);
+      EXPECT_NEAR(attention, 1.0, 1e-12);
+    }
+    EXPECT_EQ(a.chain(1, false, true).size(), b.chain(1, false, true).size());
+    EXPECT_EQ(b.chain(1, false, false).size(), a.chain(1, false, false).size() + (sp ? 4u : 3u));
+    const auto pa = plan::build_plan(eager), pb = plan::build_plan(megatron);
+    EXPECT_EQ(tp_collectives(pa, 3).bytes, tp_collectives(pb, 3).bytes);
+    // Each backward reduction of a block: the piece after it waits for what it waits for, and
+    // the piece after that for both.
+    int beside = 0;
+    std::vector<plan::OpId> ids;
+    for (const auto& op : pb.ops) {
+      if (op.rank == 0) ids.push_back(op.id);
+    }
+    auto deps = [&](plan::OpId id) {
+      const auto d = pb.deps_of(pb.ops[id]);
+      return std::vector<plan::OpId>(d.begin(), d.end());
+    };
+    for (std::size_t i = 0; i + 2 < ids.size(); ++i) {
+      const auto* c = std::get_if<plan::Collective>(&pb.ops[ids[i]].payload);
+      if (!c || c->purpose != plan::CommPurpose::tensor_parallel) continue;
+      const auto* w = std::get_if<plan::Compute>(&pb.ops[ids[i + 1]].payload);
+      const bool block_backward = w && w->phase == Phase::backward &&
+                                  w->unit_begin == c->unit_begin && c->unit_begin > 0 &&
+                                  c->unit_begin < static_cast<int>(pb.layout.units.size()) - 1;
+      if (!block_backward || c->kind == CollectiveKind::all_gather) continue;
+      ++beside;
+      EXPECT_EQ(deps(ids[i + 1]), deps(ids[i]));
+      const auto after = deps(ids[i + 2]);
+      EXPECT_NE(std::find(after.begin(), after.end(), ids[i]), after.end());
+      EXPECT_NE(std::find(after.begin(), after.end(), ids[i + 1]), after.end());
+    }
+    EXPECT_EQ(beside, 2 * 16 * 2);  // two per block backward, 16 blocks, 2 micro-batches
+    // Hidden behind the weight gradients: less exposed communication, the same total bytes.
+    const auto ra = sim::Simulator().run(pa, sim::make_cost_models(eager));
+    const auto rb = sim::Simulator().run(pb, sim::make_cost_models(megatron));
+    EXPECT_EQ(ra.metrics.comm_bytes, rb.metrics.comm_bytes);
+    EXPECT_LT(rb.metrics.exposed_comm_s, 0.9 * ra.metrics.exposed_comm_s);
+  }
 }
 
 TEST(TensorParallel, FoldedAndUnfoldedAgreeAndSimulationIsDeterministic) {

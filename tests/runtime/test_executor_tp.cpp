@@ -70,6 +70,28 @@ TEST(ExecutorTp, SequenceParallelModernBlocks) {
       {{"tp", 2}, {"sequence_parallel", true}, {"micro_batch_size", 2}, {"grad_accum", 4}}, 2,
       kLlama);
 }
+TEST(ExecutorTp, MegatronStackReducesInputGradientsBesideWeightGradients) {
+  // The plan's block backward under strategy.stack megatron: [.. dgrad] reduce ‖ [wgrad]
+  // [norm]; the runtime computes both gradients in the first piece and trains the same model.
+  for (const bool sp : {false, true}) {
+    expect_same_training({{"tp", 2},
+                          {"sequence_parallel", sp},
+                          {"stack", "megatron"},
+                          {"micro_batch_size", 2},
+                          {"grad_accum", 4}},
+                         2, kLlama);
+  }
+}
+TEST(ExecutorTp, MegatronStackWithPipelineAndFullRecompute) {
+  expect_same_training({{"tp", 2},
+                        {"pp", 2},
+                        {"sequence_parallel", true},
+                        {"stack", "megatron-legacy"},
+                        {"recompute", "full"},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", 4}},
+                       4);
+}
 TEST(ExecutorTp, WithDataParallel) {
   expect_same_training({{"tp", 2}, {"dp", 2}, {"micro_batch_size", 2}, {"grad_accum", 2}}, 4);
 }
