@@ -55,13 +55,7 @@ int run_real(const Options& o) {
 int run(const Options& o) {
   if (o.real) return run_real(o);
   auto base = scenario::load_scenario(o.scenario);
-  if (!o.stack.empty()) base.strategy.stack = scenario::parse_stack(o.stack, "--stack");
-  if (o.compile) base.strategy.compile = true;
-  if (const std::string why = scenario::stack_refusal(base.strategy); !why.empty()) {
-    const bool compile_refused =
-        base.strategy.compile && !scenario::eager_modules(base.strategy.stack);
-    throw SpecError(compile_refused ? "--compile" : "--stack", why);
-  }
+  scenario::apply_stack_flags(base.strategy, {o.stack, o.compile, ""}, base.cluster.gpu);
   if (!o.profile.empty()) {
     scenario::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));
   }

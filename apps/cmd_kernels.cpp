@@ -1,8 +1,9 @@
-// `stratagem kernels <scenario> [--stack S] [--compile] [--json]`: the kernels one transformer
-// block launches on one rank under the scenario's training stack (engine/workload/kernels.hpp),
-// forward and backward, each with its shape, FLOPs, HBM bytes, what bounds it and its modeled
-// time on the scenario's GPU (sim/kernel_cost.hpp), next to what the simulator's compute ops
-// charge for the block (the same bytes and launches, its GEMMs at one efficiency for the op).
+// `stratagem kernels <scenario> [--stack S] [--compile] [--fp8_recipe R] [--json]`: the kernels one
+// transformer block launches on one rank under the scenario's training stack
+// (engine/workload/kernels.hpp), forward and backward, each with its shape, FLOPs, HBM bytes, what
+// bounds it and its modeled time on the scenario's GPU (sim/kernel_cost.hpp), next to what the
+// simulator's compute ops charge for the block (the same bytes and launches, its GEMMs at one
+// efficiency for the op).
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -23,6 +24,7 @@ struct Options {
   std::string scenario;
   std::string stack;
   bool compile = false;
+  std::string fp8_recipe;
   bool json = false;
 };
 
@@ -110,13 +112,10 @@ void print_pass(const char* title, const Pass& p) {
 
 int run(const Options& o) {
   scenario::Scenario s = scenario::load_scenario(o.scenario);
-  if (!o.stack.empty()) s.strategy.stack = scenario::parse_stack(o.stack, "--stack");
-  if (o.compile) s.strategy.compile = true;
-  if (const std::string why = scenario::stack_refusal(s.strategy); !why.empty()) {
-    const bool compile_refused = s.strategy.compile && !scenario::eager_modules(s.strategy.stack);
-    throw SpecError(compile_refused ? "--compile" : "--stack", why);
-  }
-  const sim::RooflineModel roofline(s.cluster.gpu, sim::default_host(s.cluster.gpus_per_node));
+  scenario::apply_stack_flags(s.strategy, {o.stack, o.compile, o.fp8_recipe}, s.cluster.gpu);
+  const sim::RooflineModel roofline(
+      s.cluster.gpu, sim::default_host(s.cluster.gpus_per_node),
+      scenario::fp8_gemm_rate(s.strategy.fp8_recipe, s.cluster.gpu.mx_formats));
   const workload::BlockKernels k = workload::block_kernels(s);
   const Pass fwd = cost_pass(k.forward, roofline, s.strategy.attention_kernel),
              bwd = cost_pass(k.backward, roofline, s.strategy.attention_kernel);
@@ -126,12 +125,12 @@ int run(const Options& o) {
       roofline.duration(workload::units_work(s.strategy, units, workload::Phase::forward, 1, 2));
   const double roof_bwd =
       roofline.duration(workload::units_work(s.strategy, units, workload::Phase::backward, 1, 2));
-  const std::string stack = std::string(scenario::to_string(s.strategy.stack)) +
-                            (s.strategy.compile ? " + torch.compile" : "");
+  const std::string stack = scenario::stack_text(s.strategy);
   if (o.json) {
     const nlohmann::json j = {{"scenario", s.name},
                               {"stack", scenario::to_string(s.strategy.stack)},
                               {"compile", s.strategy.compile},
+                              {"fp8_recipe", scenario::to_string(s.strategy.fp8_recipe)},
                               {"gpu", s.cluster.gpu.name},
                               {"forward", pass_json(fwd)},
                               {"backward", pass_json(bwd)},
@@ -167,6 +166,9 @@ Registration reg{
                       "pytorch, megatron, megatron-legacy or deepspeed (default: the "
                       "scenario's strategy.stack)");
        sub.add_flag("--compile", o->compile, "torch.compile (eager stacks only)");
+       sub.add_option("--fp8_recipe", o->fp8_recipe,
+                      "Under fp8: tensorwise, rowwise, blockwise or mxfp8 (default: the "
+                      "scenario's strategy.fp8_recipe)");
        sub.add_flag("--json", o->json, "Print JSON (seconds, bytes, FLOPs)");
        return std::function<int()>([o] { return run(*o); });
      }}};

@@ -42,10 +42,6 @@ struct Options {
   bool quiet = false;
 };
 
-std::string stack_text(const scenario::StrategySpec& st) {
-  return std::string(scenario::to_string(st.stack)) + (st.compile ? " + torch.compile" : "");
-}
-
 nlohmann::json candidate_json(const tune::Candidate& c) {
   const auto& st = c.scenario.strategy;
   return {{"label", c.label},
@@ -113,17 +109,11 @@ int run(const Options& o) {
                                           std::to_string(c.world_size()) + " GPUs");
   }
   base_json["training"]["global_batch"] = o.global_batch;
-  if (!o.stack.empty()) {
-    base_json["strategy"]["stack"] = scenario::to_string(scenario::parse_stack(o.stack, "--stack"));
-  }
-  if (o.compile) {
-    scenario::StrategySpec st;
-    st.stack = o.stack.empty() ? st.stack : scenario::parse_stack(o.stack, "--stack");
-    st.compile = true;
-    if (const std::string why = scenario::stack_refusal(st); !why.empty()) {
-      throw SpecError("--compile", why);
-    }
-    base_json["strategy"]["compile"] = true;
+  {
+    scenario::StrategySpec st;  // the flags alone, checked as parsing checks them
+    scenario::apply_stack_flags(st, {o.stack, o.compile, ""}, c.gpu);
+    if (!o.stack.empty()) base_json["strategy"]["stack"] = scenario::to_string(st.stack);
+    if (o.compile) base_json["strategy"]["compile"] = true;
   }
   auto base = scenario::parse_scenario(base_json, "search");
   if (profile) {
@@ -204,7 +194,8 @@ int run(const Options& o) {
       o.model.c_str(), c.world_size(), c.gpu.name.c_str(), static_cast<long long>(o.global_batch),
       static_cast<long long>(o.seq_len), result.enumerated, result.invalid, result.memory_rejected,
       result.simulated, result.pruned, options.keep_top);
-  std::printf("Training stack: %s (--stack to change).\n", stack_text(base.strategy).c_str());
+  std::printf("Training stack: %s (--stack to change).\n",
+              scenario::stack_text(base.strategy).c_str());
   if (result.ranked.empty()) {
     std::printf("nothing fits: try more GPUs (--nodes), a smaller --global_batch or --seq_len\n");
     return 1;

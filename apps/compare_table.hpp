@@ -79,9 +79,8 @@ class CompareTable {
         "MFU divides by %s peak %s per device; peak mem is the largest rank's, capacity %s.\n",
         scenario::to_string(scenario::compute_dtype(base.strategy.precision)), peak.c_str(),
         fmt_gib(gpu.memory_bytes).c_str());
-    std::printf("Training stack: %s%s (strategy.stack; --stack to change).\n",
-                scenario::to_string(base.strategy.stack),
-                base.strategy.compile ? " + torch.compile" : "");
+    std::printf("Training stack: %s (strategy.stack; --stack to change).\n",
+                scenario::stack_text(base.strategy).c_str());
   }
 
  private:

@@ -23,8 +23,8 @@ HostSpec default_host(int gpus_per_node) {
   return h;
 }
 
-RooflineModel::RooflineModel(scenario::GpuSpec gpu, HostSpec host)
-    : gpu_(std::move(gpu)), host_(host) {
+RooflineModel::RooflineModel(scenario::GpuSpec gpu, HostSpec host, double fp8_gemm_rate)
+    : gpu_(std::move(gpu)), host_(host), fp8_rate_(fp8_gemm_rate) {
   static_assert(static_cast<std::size_t>(scenario::AttentionKernel::triton) + 1 ==
                     std::tuple_size_v<decltype(attention_curves_)>,
                 "one curve list per scenario::AttentionKernel");
@@ -51,7 +51,8 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   // one after the other on the stream, so their times add.
   const scenario::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
   const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max);
-  const double peak = gpu_.peak(op.dtype) * efficiency;
+  const double peak =
+      gpu_.peak(op.dtype) * efficiency * (op.dtype == scenario::DType::fp8 ? fp8_rate_ : 1.0);
   double compute_s = peak > 0 ? op.flops / peak : 0.0;
   // Under fp8 the LM head's GEMMs and the attention core run in bf16 (Transformer Engine).
   const scenario::DType wide = op.dtype == scenario::DType::fp8 ? scenario::DType::bf16 : op.dtype;

@@ -38,7 +38,9 @@ HostSpec default_host(int gpus_per_node);
 
 class RooflineModel final : public ComputeModel {
  public:
-  RooflineModel(scenario::GpuSpec gpu, HostSpec host);
+  /// `fp8_gemm_rate`: the fp8 GEMMs' throughput under the scenario's fp8 recipe against the
+  /// GPU's per-tensor-scaled fp8 curve (scenario::fp8_gemm_rate).
+  RooflineModel(scenario::GpuSpec gpu, HostSpec host, double fp8_gemm_rate = 1.0);
   units::Seconds duration(const plan::Compute& op) const override;
   const scenario::GpuSpec& gpu() const { return gpu_; }
   const HostSpec& host() const { return host_; }
@@ -48,6 +50,7 @@ class RooflineModel final : public ComputeModel {
   double gemm(double efficiency) const;
   scenario::GpuSpec gpu_;
   HostSpec host_;
+  double fp8_rate_ = 1.0;
   /// gpu_.attention_kernels by scenario::AttentionKernel (looked up once, not per op).
   std::array<std::vector<scenario::AttentionCurve>, 3> attention_curves_;
 };

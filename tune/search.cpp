@@ -100,6 +100,10 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
                     st.optimizer = base.strategy.optimizer;
                     st.stack = base.strategy.stack;
                     st.compile = base.strategy.compile;
+                    if (precision == scenario::Precision::fp8) {
+                      st.fp8_recipe = base.strategy.fp8_recipe;
+                    }
+                    st.async_tp = base.strategy.async_tp && scenario::async_tp_allowed(st);
                     try {
                       scenario::validate(s);
                     } catch (const SpecError&) {
@@ -161,9 +165,10 @@ struct Pending {
 // chunk's op uses the smallest d of its units, so timing each unit at its own d never
 // overestimates; a measured table's curve is bounded by its best point). Tensor-parallel
 // collectives sit on the same chain. So stage s needs at least T_s: its forward, backward and
-// recompute work over all micro-batches plus its TP collectives, launches and the optimizer
-// left out. It cannot start before the stages ahead ran their first forward (F_j) and the step
-// cannot end before the stages ahead ran their last backward (B_j) after it:
+// recompute work over all micro-batches plus its TP collectives that run on the critical
+// path, launches and the optimizer left out. It cannot start before the stages ahead ran their
+// first forward (F_j) and the step cannot end before the stages ahead ran their last backward (B_j)
+// after it:
 //   bound = max_s  Σ_{j<s} F_j + T_s + Σ_{j<s} B_j.
 // 0 (no bound) for measured compute models.
 double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels& models) {
@@ -197,7 +202,9 @@ double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels&
     if (st.tp <= 1) return t;
     const auto pieces = chains.chain(u, u == head, forward);
     for (std::size_t k = 0; k < pieces.size(); ++k) {
-      if (!pieces[k].collective || pieces[k].context) continue;  // CP overlaps the core
+      // Overlapped ones (CP's ring beside the core, Megatron's and async TP's beside a GEMM)
+      // cost no more than the compute beside them.
+      if (!pieces[k].collective || pieces[k].alongside) continue;
       if (but_trailing && k + 1 == pieces.size()) continue;
       t += models.network->collective(pieces[k].kind, tp_group, pieces[k].bytes).total_s();
     }

@@ -45,6 +45,7 @@ scenario::Scenario with(const scenario::Scenario& base, int dp, int pp, scenario
   st.cp = cp;
   st.fp8_all_gather = st.fp8_all_gather && scenario::fp8_all_gather_allowed(st.precision, sharding);
   st.sequence_parallel = scenario::default_sequence_parallel(tp, s.training.seq_len);
+  st.async_tp = st.async_tp && scenario::async_tp_allowed(st);
   st.schedule = schedule;
   st.chunks = schedule == scenario::Schedule::interleaved ? 2 : 1;
   st.sharding = sharding;

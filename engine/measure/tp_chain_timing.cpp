@@ -74,7 +74,7 @@ std::vector<std::vector<double>> time_tp_chains(const scenario::Scenario& s, con
                                                 const at::Tensor& targets, int repetitions) {
   const workload::TpChains chains(s);
   const int tp = s.strategy.tp;
-  const bool beside = workload::wgrad_beside_reduction(s.strategy);
+  const workload::TpOverlap beside = workload::tp_overlap(s.strategy);
   const int head = units.head_unit();
   const c10::Device device = units.device();
   std::vector<std::vector<double>> t(7);

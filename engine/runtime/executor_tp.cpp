@@ -96,9 +96,9 @@ TpUnitRun& Executor::Run::tp_run(const plan::Op& op, const plan::Compute& c) {
     const auto rc = recomputed.count(key) ? scenario::effective_recompute(plan.scenario.strategy)
                                           : scenario::Recompute::none;
     tp_live_before[key] = meter.live_bytes();
-    auto run = std::make_unique<TpUnitRun>(
-        units, u, state.unit_params(u), borrowed_table(u), input, targets, rc,
-        workload::wgrad_beside_reduction(plan.scenario.strategy));
+    auto run =
+        std::make_unique<TpUnitRun>(units, u, state.unit_params(u), borrowed_table(u), input,
+                                    targets, rc, workload::tp_overlap(plan.scenario.strategy));
     return *tp_runs.emplace(key, std::move(run)).first->second;
   }
   TpUnitRun& run = *it->second;

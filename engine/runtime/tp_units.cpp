@@ -25,7 +25,7 @@ at::Tensor or_zeros(const at::Tensor& t, const at::Tensor& like) {
 
 TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
                      const at::Tensor& borrowed, const at::Tensor& input, const at::Tensor& targets,
-                     scenario::Recompute recompute, bool wgrad_beside)
+                     scenario::Recompute recompute, workload::TpOverlap overlap)
     : u_(units),
       layout_(units.layout(unit)),
       unit_(unit),
@@ -34,7 +34,7 @@ TpUnitRun::TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params,
                                         : Kind::block),
       recompute_(kind_ == Kind::block ? recompute : scenario::Recompute::none),
       sp_(units.sequence_parallel()),
-      wgrad_beside_(wgrad_beside && kind_ == Kind::block),
+      overlap_(kind_ == Kind::block ? overlap : workload::TpOverlap{}),
       params_(params),
       borrowed_(borrowed),
       input_(input),
@@ -284,6 +284,8 @@ void TpUnitRun::forward_block() {
   };
   // What a row-parallel output's reduction gives: the whole [b, s, h] (all-reduce) or the
   // rank's part of the sequence (reduce-scatter).
+  // Under async TP the plan runs the GEMM after each all-gather and before each
+  // reduce-scatter as a piece beside it (nothing to do here: see the constructor).
   auto reduce = [this, part](at::Tensor& dst, at::Tensor& src) {
     if (sp_) {
       collective(
@@ -294,11 +296,13 @@ void TpUnitRun::forward_block() {
           K::all_reduce, [this, &src] { return wire(src); },
           [this, &dst](const at::Tensor& r) { dst = leaf(from_batch_major(r)); });
     }
+    program_.back().beside = overlap_.async;
   };
   auto gather = [this](at::Tensor& dst, at::Tensor& src) {
     collective(
         K::all_gather, [this, &src] { return seq_major(src); },
         [this, &dst](const at::Tensor& r) { dst = leaf(from_seq_major(r, s_)); });
+    program_.back().beside = overlap_.async;
   };
   if (sp_) {
     stage(ln1, true);

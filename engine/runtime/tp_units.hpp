@@ -38,6 +38,7 @@
 #include "engine/comm/communicator.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/runtime/model_units.hpp"
+#include "engine/workload/tp_chain.hpp"
 
 namespace stratagem::runtime {
 
@@ -55,12 +56,15 @@ class TpUnitRun {
   /// sharded), `borrowed` the word table of a tied head on the embedding's stage, `input`
   /// tokens [b, s] (embedding) or the boundary hidden states, `targets` [b, s] (head).
   /// Full recomputation runs the forward without a graph and keeps only the input.
-  /// `wgrad_beside`: the plan reduces a block's column-parallel input gradients beside a
-  /// weight-gradient piece (workload::wgrad_beside_reduction): LibTorch's autograd computes
-  /// both gradients of a segment at once, so that piece has nothing left to do here.
+  /// `overlap`: which of a block's collectives the plan runs beside a compute piece of their
+  /// own (workload::tp_overlap): a weight gradient beside an input gradient's reduction, under
+  /// async TP a GEMM beside each all-gather and reduce-scatter. Here that piece has nothing
+  /// left to do: LibTorch's autograd computes a segment's gradients together, and the GEMM
+  /// that consumes a gathered tensor (or produces a reduced one) runs with the piece after
+  /// (before) the collective.
   TpUnitRun(const GptUnits& units, int unit, const at::Tensor& params, const at::Tensor& borrowed,
             const at::Tensor& input, const at::Tensor& targets, scenario::Recompute recompute,
-            bool wgrad_beside);
+            workload::TpOverlap overlap);
   TpUnitRun(const TpUnitRun&) = delete;
   TpUnitRun& operator=(const TpUnitRun&) = delete;
 
@@ -140,7 +144,7 @@ class TpUnitRun {
   Phase phase_ = Phase::forward;
   bool graph_ = true;
   bool sp_ = false;
-  bool wgrad_beside_ = false;
+  workload::TpOverlap overlap_;  ///< a block's; none for the embedding and head
   std::int64_t b_ = 0, s_ = 0, h_ = 0;
   std::vector<Item> program_;
   std::size_t at_ = 0;

@@ -80,8 +80,8 @@ void TpUnitRun::backward_block() {
   };
   // The gradient of a column-parallel input: summed over the group (all-reduce) or, under
   // SP, summed and split along the sequence (reduce-scatter), into got_[slot].
-  // With wgrad_beside_ the plan runs the layer's weight-gradient piece beside it (nothing
-  // to do here: see the constructor), and the norm's backward after both.
+  // With overlap_.reduce_beside_wgrad the plan runs the layer's weight-gradient piece beside
+  // it (nothing to do here: see the constructor), and the norm's backward after both.
   auto reduce = [this, part](const at::Tensor* leaf, int slot) {
     if (sp_) {
       collective(
@@ -92,7 +92,7 @@ void TpUnitRun::backward_block() {
           K::all_reduce, [this, leaf] { return wire(grad_of(*leaf)); },
           [this, slot](const at::Tensor& r) { got_[slot] = from_batch_major(r); });
     }
-    program_.back().beside = wgrad_beside_;
+    program_.back().beside = overlap_.reduce_beside_wgrad;
   };
   // Under SP, the gradient of a row-parallel output arrives for the rank's part of the
   // sequence and is gathered whole before the row-parallel backward.
@@ -100,6 +100,7 @@ void TpUnitRun::backward_block() {
     collective(
         K::all_gather, [this, leaf] { return seq_major(grad_of(*leaf)); },
         [this, slot](const at::Tensor& r) { got_[slot] = from_seq_major(r, s_); });
+    program_.back().beside = overlap_.async;  // beside the row-parallel data gradient
   };
   stage([this] { backprop(y_, grad_out_); }, false);
   if (sp_) {

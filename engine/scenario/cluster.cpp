@@ -288,6 +288,10 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
     }
     k.finish();
   }
+  g.mx_formats = r.boolean_or("mx_formats", false);
+  if (g.mx_formats && g.peak_fp8 <= 0) {
+    throw SpecError(r.child_path("mx_formats"), "the GPU has no fp8 peak (peak_tflops.fp8)");
+  }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
   g.gemm_scale = r.number_or("gemm_scale", 1.0, 0.01, 100);
   g.attention_scale = r.number_or("attention_scale", 1.0, 0.01, 100);
@@ -417,6 +421,7 @@ nlohmann::json to_json(const GpuSpec& g) {
       ak[name] = std::move(list);
     }
   }
+  if (g.mx_formats) j["mx_formats"] = true;
   if (g.hbm_efficiency != 1.0) j["hbm_efficiency"] = {{"value", g.hbm_efficiency}};
   if (g.gemm_scale != 1.0) j["gemm_scale"] = g.gemm_scale;
   if (g.attention_scale != 1.0) j["attention_scale"] = g.attention_scale;

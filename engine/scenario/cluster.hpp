@@ -73,6 +73,9 @@ struct GpuSpec {
   units::FlopsPerS peak_fp16 = 0;
   units::FlopsPerS peak_bf16 = 0;
   units::FlopsPerS peak_fp8 = 0;  ///< dense FP8 tensor-core peak; 0: the part has no fp8
+  /// Tensor cores that apply MX block scales (32-element blocks, e8m0 scales) in the GEMM
+  /// (Blackwell's tcgen05 block-scaled MMA): what strategy.fp8_recipe mxfp8 needs.
+  bool mx_formats = false;
   units::BytesPerS hbm_bandwidth = 0;
   /// Fraction of hbm_bandwidth memory-bound kernels reach (a stream copy's, measured); 1 for
   /// a profiled device, whose element-wise bandwidth is measured as hbm_bandwidth.

@@ -47,9 +47,8 @@ Scenario parse_scenario(const nlohmann::json& object, const std::string& source)
 void validate(Scenario& s) {
   auto& st = s.strategy;
   validate_mesh(s);
-  if (const std::string why = stack_refusal(st); !why.empty()) {
-    throw SpecError(st.compile && !eager_modules(st.stack) ? "strategy.compile" : "strategy.stack",
-                    why);
+  if (const StackRefusal why = stack_refusal(st, s.cluster.gpu)) {
+    throw SpecError("strategy." + why.key, why.reason);
   }
   if (st.attention_kernel != AttentionKernel::fa2 &&
       !s.cluster.gpu.attention_kernels.count(to_string(st.attention_kernel))) {

@@ -118,16 +118,87 @@ Sharding parse_sharding(const std::string& name, const std::string& path) {
   throw SpecError(path, msg + "; valid: " + list);
 }
 
-std::string stack_refusal(const StrategySpec& s) {
+StackRefusal stack_refusal(const StrategySpec& s) {
   if (s.compile && !eager_modules(s.stack)) {
-    return std::string("torch.compile applies to the eager stacks (pytorch, deepspeed); stack '") +
-           to_string(s.stack) + "' launches its own fused kernels";
+    return {"compile",
+            std::string("torch.compile applies to the eager stacks (pytorch, deepspeed); stack '") +
+                to_string(s.stack) + "' launches its own fused kernels"};
   }
   if (s.stack == Stack::megatron_legacy && s.precision == Precision::fp8) {
-    return "megatron-legacy (apex kernels) has no fp8 GEMMs: fp8 training came with Transformer "
-           "Engine; use stack 'megatron'";
+    return {"stack",
+            "megatron-legacy (apex kernels) has no fp8 GEMMs: fp8 training came with Transformer "
+            "Engine; use stack 'megatron'"};
   }
-  return "";
+  if (s.fp8_recipe != Fp8Recipe::tensorwise && s.precision != Precision::fp8) {
+    return {"fp8_recipe", std::string("fp8_recipe '") + to_string(s.fp8_recipe) +
+                              "' applies to fp8 training (mixed_precision 'fp8')"};
+  }
+  if (s.precision == Precision::fp8 && !stack_runs(s.stack, s.fp8_recipe)) {
+    const bool te = s.stack == Stack::megatron;
+    return {"fp8_recipe",
+            std::string("stack '") + to_string(s.stack) + "' has no " + to_string(s.fp8_recipe) +
+                " recipe: " +
+                (te ? "Transformer Engine scales per tensor (tensorwise), per 1x128/128x128 "
+                      "block (blockwise) or per MX block (mxfp8)"
+                    : "torchao scales per tensor (tensorwise), per row (rowwise) or per MX block "
+                      "(mxfp8); blockwise is Transformer Engine's (stack 'megatron')")};
+  }
+  if (s.async_tp) {
+    if (s.tp <= 1 || !s.sequence_parallel) {
+      return {"async_tp",
+              "async TP decomposes sequence parallelism's all-gathers and reduce-scatters: it "
+              "needs tp > 1 with sequence_parallel"};
+    }
+    if (s.stack == Stack::pytorch && !s.compile) {
+      return {"async_tp",
+              "PyTorch's async TP is an Inductor pass (torchtitan refuses it without "
+              "torch.compile): set strategy.compile"};
+    }
+    if (s.stack != Stack::pytorch && s.stack != Stack::megatron) {
+      return {"async_tp", std::string("stack '") + to_string(s.stack) +
+                              "' has no async TP: PyTorch's (stack pytorch with compile) or "
+                              "Megatron-Core's tp_comm_overlap (stack megatron)"};
+    }
+  }
+  return {};
+}
+
+StackRefusal stack_refusal(const StrategySpec& s, const GpuSpec& gpu) {
+  if (StackRefusal why = stack_refusal(s)) return why;
+  if (s.precision == Precision::fp8 && s.fp8_recipe == Fp8Recipe::mxfp8 && !gpu.mx_formats) {
+    return {"fp8_recipe",
+            "mxfp8 needs tensor cores that apply MX block scales (Blackwell: b200, gb200); the "
+            "cluster's GPU '" +
+                gpu.name + "' has none (cluster.gpu.mx_formats)"};
+  }
+  return {};
+}
+
+void apply_stack_flags(StrategySpec& s, const StackFlags& flags, const GpuSpec& gpu) {
+  if (!flags.stack.empty()) s.stack = parse_stack(flags.stack, "--stack");
+  if (flags.compile) s.compile = true;
+  if (!flags.fp8_recipe.empty()) s.fp8_recipe = parse_fp8_recipe(flags.fp8_recipe, "--fp8_recipe");
+  if (const StackRefusal why = stack_refusal(s, gpu)) {
+    std::string path = "strategy." + why.key;
+    if (why.key == "compile" && flags.compile) {
+      path = "--compile";
+    } else if (why.key == "fp8_recipe" && !flags.fp8_recipe.empty()) {
+      path = "--fp8_recipe";
+    } else if (!flags.stack.empty()) {
+      path = "--stack";
+    }
+    throw SpecError(path, why.reason);
+  }
+}
+
+std::string stack_text(const StrategySpec& s) {
+  std::string out = to_string(s.stack);
+  if (s.compile) out += " + torch.compile";
+  if (s.precision == Precision::fp8 && s.fp8_recipe != Fp8Recipe::tensorwise) {
+    out += std::string(", fp8 ") + to_string(s.fp8_recipe);
+  }
+  if (s.async_tp) out += ", async TP";
+  return out;
 }
 
 bool shards_optimizer(Sharding s) {
@@ -201,9 +272,11 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   }
   if (r.has("stack")) s.stack = parse_stack(r.string("stack"), r.child_path("stack"));
   s.compile = r.boolean_or("compile", false);
-  if (const std::string why = stack_refusal(s); !why.empty()) {
-    throw SpecError(r.child_path(s.compile && !eager_modules(s.stack) ? "compile" : "stack"), why);
+  if (r.has("fp8_recipe")) {
+    s.fp8_recipe = parse_fp8_recipe(r.string("fp8_recipe"), r.child_path("fp8_recipe"));
   }
+  s.async_tp = r.boolean_or("async_tp", false);
+  if (const StackRefusal why = stack_refusal(s)) throw SpecError(r.child_path(why.key), why.reason);
   s.fp8_all_gather = r.boolean_or("fp8_all_gather", false);
   if (s.fp8_all_gather && s.precision != Precision::fp8) {
     throw SpecError(r.child_path("fp8_all_gather"),
@@ -314,6 +387,8 @@ nlohmann::json to_json(const StrategySpec& s) {
   if (s.fp8_all_gather) j["fp8_all_gather"] = true;
   if (s.stack != Stack::pytorch) j["stack"] = to_string(s.stack);
   if (s.compile) j["compile"] = true;
+  if (s.fp8_recipe != Fp8Recipe::tensorwise) j["fp8_recipe"] = to_string(s.fp8_recipe);
+  if (s.async_tp) j["async_tp"] = true;
   if (s.precision == Precision::fp16) {
     j["initial_scale_power"] = s.loss_scale.initial_scale_power;
     j["loss_scale_window"] = s.loss_scale.loss_scale_window;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/scenario/cluster.hpp"
+#include "engine/scenario/fp8_recipe.hpp"
 #include "engine/scenario/model.hpp"
 #include "engine/scenario/stack.hpp"
 
@@ -103,6 +104,13 @@ struct StrategySpec {
   /// (Inductor) over the eager stack's modules.
   Stack stack = Stack::pytorch;
   bool compile = false;
+  /// fp8 training: how GEMM operands are scaled (fp8_recipe.hpp).
+  Fp8Recipe fp8_recipe = Fp8Recipe::tensorwise;
+  /// Tensor parallelism's all-gathers and reduce-scatters decomposed and run beside the GEMMs
+  /// that consume or produce them: PyTorch's async TP (SymmetricMemory, torchtitan's
+  /// enable_async_tensor_parallel under torch.compile), Megatron-Core's tp_comm_overlap
+  /// (Transformer Engine userbuffers). Needs tp > 1 with sequence parallelism.
+  bool async_tp = false;
 };
 
 struct TrainingSpec {
@@ -112,10 +120,33 @@ struct TrainingSpec {
   std::uint64_t seed = 1234;
 };
 
-/// Why the strategy's stack keys cannot hold together ("" when they can): torch.compile on a
-/// stack that does not run eager modules, fp8 on megatron-legacy. Parsing, compare, search
-/// and `kernels` refuse with it.
-std::string stack_refusal(const StrategySpec& s);
+/// Why the strategy's stack keys cannot hold together: torch.compile on a stack that does not
+/// run eager modules (`key` "compile"), fp8 on megatron-legacy ("stack"), an fp8 recipe
+/// without fp8 training or on a stack that has no such recipe ("fp8_recipe"), async TP
+/// without sequence-parallel TP or on a stack that has none ("async_tp"). Empty (false)
+/// when they hold. Parsing and `validate` refuse with it; whether the GPU runs the recipe is
+/// checked by the overload that takes the GPU (validate's).
+struct StackRefusal {
+  std::string key;
+  std::string reason;
+  explicit operator bool() const { return !reason.empty(); }
+};
+StackRefusal stack_refusal(const StrategySpec& s);
+/// The same, and whether `gpu` runs the fp8 recipe (mxfp8 needs GpuSpec::mx_formats).
+StackRefusal stack_refusal(const StrategySpec& s, const GpuSpec& gpu);
+/// The command line's stack flags: `--stack NAME`, `--compile`, `--fp8_recipe NAME` (empty:
+/// keep the scenario's).
+struct StackFlags {
+  std::string stack;
+  bool compile = false;
+  std::string fp8_recipe;
+};
+/// Applies `flags` to `s` and checks the result as parsing does: a refusal names the flag that
+/// caused it (`--compile`, `--fp8_recipe`, `--stack`), else the scenario's key.
+void apply_stack_flags(StrategySpec& s, const StackFlags& flags, const GpuSpec& gpu);
+/// The stack as commands print it: "megatron", "pytorch + torch.compile", "pytorch, fp8
+/// rowwise" (the recipe where it is not the default).
+std::string stack_text(const StrategySpec& s);
 
 /// Parses the strategy; cross-checks against model, cluster and training are in scenario.
 StrategySpec parse_strategy(const nlohmann::json& object, const std::string& path);

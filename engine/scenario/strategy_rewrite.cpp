@@ -34,6 +34,13 @@ bool fp8_all_gather_allowed(Precision precision, Sharding sharding) {
   return precision == Precision::fp8 && shards_parameters(sharding);
 }
 
+bool async_tp_allowed(const StrategySpec& s) {
+  StrategySpec on = s;
+  on.async_tp = true;
+  const StackRefusal why = stack_refusal(on);
+  return !why || why.key != "async_tp";
+}
+
 bool optimizer_offload_allowed(Sharding sharding) {
   return shards_optimizer(sharding);
 }

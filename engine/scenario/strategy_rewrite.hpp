@@ -32,6 +32,9 @@ bool default_sequence_parallel(int tp, std::int64_t seq_len);
 
 /// Whether the float8 all-gather can run: fp8 training with parameters gathered.
 bool fp8_all_gather_allowed(Precision precision, Sharding sharding);
+/// Whether async TP can run with the strategy's tensor parallelism and stack (stack_refusal's
+/// rule): rewrites that change tp or sequence parallelism keep `async_tp` only where it holds.
+bool async_tp_allowed(const StrategySpec& s);
 /// Whether the optimizer can be offloaded to the CPU under `sharding`.
 bool optimizer_offload_allowed(Sharding sharding);
 

@@ -51,6 +51,8 @@ BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sp
   out.qkv_flops_share = qkv_flops / (attention_flops + mlp_flops);
   out.mlp_in_flops_share =
       2.0 * (m.mlp == MlpKind::swiglu ? 2.0 : 1.0) * h * f / (attention_flops + mlp_flops);
+  out.proj_flops_share = 2.0 * h * h / (attention_flops + mlp_flops);
+  out.mlp_out_flops_share = 2.0 * h * f / (attention_flops + mlp_flops);
   const double scores = flash ? 0.0 : 5.0 * a * s / h;
   const double attention_bytes = sp ? (13.0 + scores) / t : 5.0 + (8.0 + scores) / t;
   const double mlp_bytes = sp ? 21.0 / t : 5.0 + 16.0 / t;

@@ -35,13 +35,17 @@ double word_table_params_tp(const ModelSpec& m, int tp);
 /// part of the block's GEMM FLOPs (where context parallelism exchanges K and V);
 /// `mlp_in_flops_share` the MLP's column-parallel GEMM(s) (fc1, or gate and up); the two
 /// column-parallel layers whose weight gradients Megatron computes while their input gradient
-/// is reduced. `norm_bytes_share`: one norm's bytes, 2 of the units above (it reads x and
-/// writes its output; 2/t with sequence parallelism).
+/// is reduced; `proj_flops_share` and `mlp_out_flops_share` the row-parallel ones, beside
+/// whose GEMMs async TP runs the reduce-scatter (backward: the all-gather). `norm_bytes_share`: one
+/// norm's bytes, 2 of the units above (it reads x and writes its output; 2/t with sequence
+/// parallelism).
 struct BlockSplit {
   double attention_flops_share = 0.5;
   double attention_bytes_share = 0.5;
   double qkv_flops_share = 0.25;
   double mlp_in_flops_share = 0.25;  ///< the column-parallel MLP-in GEMM(s)
+  double proj_flops_share = 0.1;     ///< the row-parallel attention projection
+  double mlp_out_flops_share = 0.2;  ///< the row-parallel MLP-out GEMM
   double norm_bytes_share = 0.05;    ///< one norm (read x, write its output)
 };
 BlockSplit block_split(const ModelSpec& m, std::int64_t seq_len, int tp, bool sequence_parallel,

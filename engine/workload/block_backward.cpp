@@ -8,15 +8,38 @@ namespace stratagem::workload {
 
 int BlockGraphs::linear_backward(const std::string& name, int dy, double rows, double n, double k,
                                  double in_bytes_saved) {
-  int g = dy;
-  if (x_.fp8) g = fp8_cast(b_, name + " output grad", dy, rows * n);
+  using scenario::Fp8Recipe;
+  int g = dy, g_wgrad = dy;
+  if (x_.fp8) {
+    const Quantized q = quantize(b_, name + " output grad", dy, rows * n, false);
+    g = q.first;
+    g_wgrad = q.second >= 0 ? q.second : q.first;
+  }
   const int w = b_.tensor(k * n, x_.fp8 ? 1.0 : x_.e, true);
-  const int dx = t(b_, rows * k, x_.e);
-  b_.gemm(name + " dgrad", rows, k, n, x_.dtype, g, w, dx);
-  const int xin = t(b_, rows * k, in_bytes_saved);
-  const int dw = t(b_, k * n, megatron() ? 8.0 : x_.e);
-  b_.gemm(name + " wgrad", n, k, rows, x_.dtype, g, xin, dw);
+  const int dx_raw = t(b_, rows * k, x_.e);
+  b_.gemm(name + " dgrad", rows, k, n, x_.dtype, g, w, dx_raw);
+  const int dx = rescale(name + " dgrad", dx_raw, rows * k, x_.e);
+  int xin = t(b_, rows * k, in_bytes_saved);
+  if (x_.fp8 && eager() && x_.recipe != Fp8Recipe::tensorwise) {
+    // torchao casts the kept bf16 input (rowwise: its transpose) for the wgrad GEMM.
+    const int cast = t(b_, rows * k, x_.recipe == Fp8Recipe::mxfp8 ? 1.0 + 4.0 / 128 : 1.0);
+    b_.op(name + (x_.recipe == Fp8Recipe::mxfp8 ? " input: cast dim1 to mxfp8"
+                                                : " input: cast transpose to fp8 rowwise"),
+          {xin}, {cast});
+    xin = cast;
+  }
+  const double dw_bytes = megatron() ? 8.0 : x_.e;
+  const int dw_raw = t(b_, k * n, dw_bytes);
+  b_.gemm(name + " wgrad", n, k, rows, x_.dtype, g_wgrad, xin, dw_raw);
+  rescale(name + " wgrad", dw_raw, k * n, dw_bytes);
   return dx;
+}
+
+int BlockGraphs::rescale(const std::string& name, int raw, double elements, double bytes) {
+  if (!x_.fp8 || x_.recipe != scenario::Fp8Recipe::rowwise) return raw;
+  const int out = t(b_, elements, bytes);
+  b_.op(name + ": rescale (rowwise scales)", {raw}, {out});
+  return out;
 }
 
 int BlockGraphs::accumulate(const std::string& name, int a, int b, double elements, double bytes) {

@@ -52,17 +52,62 @@ int BlockGraphs::norm_forward(const std::string& name, int in) {
   return out;
 }
 
-int BlockGraphs::fp8_cast(OpGraph& g, const std::string& name, int in, double elements) {
-  const int amax = t(g, 1, 4), out = t(g, elements, 1);
-  g.op(name + ": amax", {in}, {amax});
-  g.op(name + ": cast to fp8", {in, amax}, {out});
-  return out;
+BlockGraphs::Quantized BlockGraphs::quantize(OpGraph& g, const std::string& name, int in,
+                                             double elements, bool forward) {
+  using scenario::Fp8Recipe;
+  constexpr double kScaled = 1.0 + 4.0 / 128;  // fp8 plus an fp32 scale per 128 (or an e8m0
+                                               // scale per 32) elements
+  Quantized q;
+  switch (x_.recipe) {
+    case Fp8Recipe::tensorwise: {
+      const int amax = t(g, 1, 4);
+      q.first = t(g, elements, 1);
+      g.op(name + ": amax", {in}, {amax});
+      g.op(name + ": cast to fp8", {in, amax}, {q.first});
+      return q;
+    }
+    case Fp8Recipe::rowwise: {
+      const int tr = t(g, elements, x_.e);
+      q.first = t(g, elements, 1);
+      g.op(name + ": cast to fp8 rowwise, transpose", {in}, {q.first, tr});
+      if (forward) {
+        g.keep(tr);  // the wgrad GEMM's operand, cast in backward
+      } else {
+        q.second = t(g, elements, 1);
+        g.op(name + ": cast transpose to fp8 rowwise", {tr}, {q.second});
+      }
+      return q;
+    }
+    case Fp8Recipe::blockwise:
+    case Fp8Recipe::mxfp8:
+      break;
+  }
+  const bool mx = x_.recipe == Fp8Recipe::mxfp8;
+  q.first = t(g, elements, kScaled);
+  if (megatron()) {
+    const int col = t(g, elements, kScaled);
+    g.op(name + (mx ? ": quantize to MXFP8, rowwise and columnwise"
+                    : ": quantize 1x128 blocks, rowwise and columnwise"),
+         {in}, {q.first, col});
+    if (forward) {
+      g.keep(col);  // the wgrad GEMM's operand
+    } else {
+      q.second = col;
+    }
+    return q;
+  }
+  g.op(name + ": cast dim0 to mxfp8", {in}, {q.first});
+  if (!forward) {
+    q.second = t(g, elements, kScaled);
+    g.op(name + ": cast dim1 to mxfp8", {in}, {q.second});
+  }
+  return q;
 }
 
 int BlockGraphs::linear(const std::string& name, int in, double rows, double n, double k,
                         bool in_is_fp8) {
   int a = in;
-  if (x_.fp8 && !in_is_fp8) a = fp8_cast(f_, name + " input", in, rows * k);
+  if (x_.fp8 && !in_is_fp8) a = quantize(f_, name + " input", in, rows * k, true).first;
   const int w = f_.tensor(k * n, x_.fp8 ? 1.0 : x_.e, true);
   const int out = t(f_, rows * n, x_.e);
   f_.gemm(name, rows, n, k, x_.dtype, a, w, out);

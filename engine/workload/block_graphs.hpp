@@ -32,6 +32,7 @@ struct Shape {
   double e = 2;               ///< activation element bytes
   DType dtype = DType::bf16;  ///< the linear layers' GEMM dtype
   bool fp8 = false;
+  scenario::Fp8Recipe recipe = scenario::Fp8Recipe::tensorwise;  ///< under fp8
 };
 
 /// One rank's share of the scenario's block. Throws SpecError for a model without a shape.
@@ -77,9 +78,26 @@ class BlockGraphs {
   /// linear reads: fp8 when Transformer Engine's LayerNormLinear casts in the norm kernel).
   int norm_forward(const std::string& name, int in);
 
-  /// The per-tensor fp8 cast a linear layer's input gets (current scaling: an amax pass, then
-  /// the cast; Transformer Engine's Float8CurrentScaling, torchao's tensorwise dynamic scaling).
-  int fp8_cast(OpGraph& g, const std::string& name, int in, double elements);
+  /// The fp8 quantization of a linear layer's activation operand: its input (forward) or its
+  /// output gradient (backward), `elements` of it. `first`: what the forward or dgrad GEMM
+  /// reads; `second`: what the wgrad GEMM reads (backward), -1 where it is `first`. Per recipe:
+  ///  * tensorwise: an amax pass, then the cast (Transformer Engine's Float8CurrentScaling,
+  ///    torchao's tensorwise dynamic scaling), one fp8 copy both GEMMs read;
+  ///  * rowwise (torchao): one kernel writes the fp8 rows and a bf16 transpose, a second
+  ///    casts the transpose for the wgrad GEMM (backward; the input's transpose is kept for it)
+  ///    — torchao/testing/training/roofline_utils.py get_tensor_memory_traffic_ovhd_s;
+  ///  * blockwise (Transformer Engine's Float8BlockScaling, 1×128 blocks): one kernel writes
+  ///    the rowwise and the columnwise fp8 copies with fp32 scales per 128 elements;
+  ///  * mxfp8: Transformer Engine's MXFP8 quantizer writes both copies in one kernel (e8m0
+  ///    scales per 32 elements); torchao's mx_formats casts each dim apart (two kernels, each
+  ///    reading the bf16 tensor; the input's second cast in backward from the kept bf16 input).
+  struct Quantized {
+    int first = -1, second = -1;
+  };
+  Quantized quantize(OpGraph& g, const std::string& name, int in, double elements, bool forward);
+  /// torchao's rowwise backward GEMMs run cuBLAS's per-tensor kernel and scale the output in a
+  /// kernel of its own (torchao/float8/float8_ops.py addmm_float8_unwrapped); else `raw`.
+  int rescale(const std::string& name, int raw, double elements, double bytes);
 
   /// A linear layer's forward GEMM: `in` (rows × k) times the k × n weight.
   int linear(const std::string& name, int in, double rows, double n, double k, bool in_is_fp8);

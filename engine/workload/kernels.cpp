@@ -33,6 +33,7 @@ Shape shape_of(const scenario::Scenario& s) {
   x.e = st.precision == scenario::Precision::no ? 4.0 : 2.0;
   x.dtype = scenario::gemm_dtype(st);
   x.fp8 = x.dtype == DType::fp8;
+  x.recipe = st.fp8_recipe;
   return x;
 }
 

@@ -14,10 +14,7 @@ TpChains::TpChains(const scenario::Scenario& s) {
   sp_ = st.sequence_parallel;
   learned_positions_ = s.model.positions == scenario::PositionKind::learned;
   cp_ = st.cp;
-  // Megatron-LM's ColumnParallelLinear (LinearWithGradAccumulationAndAsyncCommunication) and
-  // Transformer Engine's Linear / LayerNormLinear both launch the input gradient's all-reduce
-  // (reduce-scatter under SP) asynchronously and compute the weight gradient meanwhile.
-  wgrad_beside_ = wgrad_beside_reduction(st);
+  overlap_ = tp_overlap(st);
   split_ = scenario::block_split(s.model, s.training.seq_len, st.tp, sp_,
                                  st.attention == scenario::Attention::flash);
   // A context-parallel rank's tokens: s/cp of each sequence.
@@ -107,6 +104,28 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
   auto append = [&](const std::vector<TpPiece>& pieces) {
     out.insert(out.end(), pieces.begin(), pieces.end());
   };
+  const double nb = split_.norm_bytes_share, fq = split_.qkv_flops_share,
+               fo = split_.proj_flops_share, fm = split_.mlp_in_flops_share,
+               f2 = split_.mlp_out_flops_share;
+  auto gemm = [](double share) { return TpPiece{false, share, 0.0, 0.0}; };
+  auto norm = [nb] { return TpPiece{false, 0.0, nb, 0.0}; };
+  auto beside = [&](K k) {
+    TpPiece p = act(k);
+    p.alongside = true;
+    return p;
+  };
+  if (forward && overlap_.async) {  // sequence parallelism (async TP needs it)
+    std::vector<TpPiece> attention = attention_half(true);
+    attention.front().flops_share -= fq;  // QKV beside the gather
+    attention.front().bytes_share -= nb;  // the norm before it
+    attention.back().flops_share -= fo;   // the projection beside the reduce-scatter
+    out = {norm(), beside(K::all_gather), gemm(fq)};
+    append(attention);
+    append({beside(K::reduce_scatter), gemm(fo), norm(), beside(K::all_gather), gemm(fm),
+            TpPiece{false, 1 - fa - fm - f2, 1 - ba - 2 * nb, 0.0}, beside(K::reduce_scatter),
+            gemm(f2), norm()});
+    return out;
+  }
   if (forward) {
     if (sp_) out.push_back(act(K::all_gather));
     append(attention_half(true));
@@ -117,15 +136,26 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     return out;
   }
   // The input gradient of a column-parallel layer (MLP-in, QKV) is reduced after the compute
-  // piece that ends with its data-gradient GEMM; with wgrad_beside_ the reduction runs beside
-  // the layer's weight-gradient GEMM, cut from that piece, and the norm before the layer
-  // (its backward needs the reduced gradient) follows both. Backward GEMM FLOPs are twice the
-  // forward's, so a layer's weight gradient is half its forward share.
-  const double nb = split_.norm_bytes_share;
+  // piece that ends with its data-gradient GEMM; with reduce_beside_wgrad the reduction runs
+  // beside the layer's weight-gradient GEMM, cut from that piece, and the norm before the
+  // layer (its backward needs the reduced gradient) follows both. Under SP the output
+  // gradient of a row-parallel layer (MLP-out, projection) is gathered first; with async TP
+  // beside that layer's data-gradient GEMM, cut from the piece after it. Backward GEMM FLOPs
+  // are twice the forward's, so a layer's data or weight gradient is half its forward share.
   bool norm_pending = false;  // a norm's backward ends `out`: the next compute piece takes it
+  auto gather_output_gradient = [&](double forward_share) {  // returns the share cut
+    norm_pending = false;
+    if (!overlap_.async) {
+      out.push_back(act(K::all_gather));
+      return 0.0;
+    }
+    out.push_back(beside(K::all_gather));
+    out.push_back(gemm(forward_share / 2));
+    return forward_share / 2;
+  };
   auto reduce_input_gradient = [&](double forward_share) {
     TpPiece red = act(sp_ ? K::reduce_scatter : K::all_reduce);
-    if (!wgrad_beside_) {
+    if (!overlap_.reduce_beside_wgrad) {
       out.push_back(red);
       return;
     }
@@ -148,21 +178,27 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     norm_pending = false;
     out.insert(out.end(), it, pieces.end());
   };
-  if (sp_) out.push_back(act(K::all_gather));
-  out.push_back(mlp);
-  reduce_input_gradient(split_.mlp_in_flops_share);
-  if (sp_) {
-    out.push_back(act(K::all_gather));
-    norm_pending = false;
-  }
-  compute_next(attention_half(false));
-  reduce_input_gradient(split_.qkv_flops_share);
+  TpPiece mlp_rest = mlp;
+  if (sp_) mlp_rest.flops_share -= gather_output_gradient(f2);
+  out.push_back(mlp_rest);
+  reduce_input_gradient(fm);
+  std::vector<TpPiece> attention = attention_half(false);
+  if (sp_) attention.front().flops_share -= gather_output_gradient(fo);
+  compute_next(attention);
+  reduce_input_gradient(fq);
   return out;
 }
 
-bool wgrad_beside_reduction(const scenario::StrategySpec& st) {
-  return st.tp > 1 &&
-         (st.stack == scenario::Stack::megatron || st.stack == scenario::Stack::megatron_legacy);
+TpOverlap tp_overlap(const scenario::StrategySpec& st) {
+  TpOverlap o;
+  if (st.tp <= 1) return o;
+  // Megatron-LM's ColumnParallelLinear (LinearWithGradAccumulationAndAsyncCommunication) and
+  // Transformer Engine's Linear / LayerNormLinear launch the input gradient's all-reduce
+  // (reduce-scatter under SP) asynchronously and compute the weight gradient meanwhile.
+  o.async = st.async_tp && st.sequence_parallel;
+  o.reduce_beside_wgrad = o.async || st.stack == scenario::Stack::megatron ||
+                          st.stack == scenario::Stack::megatron_legacy;
+  return o;
 }
 
 Compute tp_piece_work(const Compute& unit, const TpPiece& p, int segments) {

@@ -35,10 +35,23 @@
 //   block backward   [MLP backward to MLP-in's data gradient] all-reduce ‖ [MLP-in weight
 //                    gradient] [norm backward, attention backward to QKV's data gradient]
 //                    all-reduce ‖ [QKV weight gradient] [norm backward]
-// (under SP reduce-scatters, and the all-gathers before each half stay exposed). Left out:
-// Megatron's all-gather of the saved norm output for the weight gradient under SP (it keeps
-// the rank's part of the sequence and gathers it again beside the data-gradient GEMM), the
-// head's overlap, and every forward overlap (tp_comm_overlap, async TP).
+// (under SP reduce-scatters, and the all-gathers before each half stay exposed).
+// With strategy.async_tp (sequence parallelism; PyTorch's async TP, torch/distributed/
+// _symmetric_memory fused_all_gather_matmul / fused_matmul_reduce_scatter, which torchtitan
+// turns on with enable_async_tensor_parallel; Megatron-Core's tp_comm_overlap, Transformer
+// Engine's userbuffers) every all-gather runs beside the GEMM that consumes it and every
+// reduce-scatter beside the GEMM that produces it:
+//   block forward    [norm] all-gather ‖ [QKV] [attention core] reduce-scatter ‖ [projection]
+//                    [norm] all-gather ‖ [MLP-in] [activation] reduce-scatter ‖ [MLP-out]
+//                    [residual]
+//   block backward   all-gather ‖ [MLP-out data gradient] [the rest to MLP-in's data gradient]
+//                    reduce-scatter ‖ [MLP-in weight gradient] [norm] all-gather ‖
+//                    [projection data gradient] [the rest to QKV's data gradient]
+//                    reduce-scatter ‖ [QKV weight gradient] [norm]
+// Each overlapped pair costs the longer of the two: the decomposition into tp chunks (smaller
+// GEMMs) is not charged. Left out: Megatron's all-gather of the saved norm output for the
+// weight gradient under SP (it keeps the rank's part of the sequence and gathers it again
+// beside the data-gradient GEMM), and the embedding's and head's overlap.
 #include <array>
 #include <vector>
 
@@ -46,6 +59,17 @@
 #include "engine/workload/chain_piece.hpp"
 
 namespace stratagem::workload {
+
+/// Which of a block's TP collectives run beside a compute piece (see above); the runtime's
+/// chains (engine/runtime/tp_units.hpp) follow the same rule.
+struct TpOverlap {
+  /// Backward: each column-parallel input gradient's reduction beside the layer's
+  /// weight-gradient GEMM (the Megatron stacks, and async TP).
+  bool reduce_beside_wgrad = false;
+  /// strategy.async_tp: every all-gather and reduce-scatter of the block beside its GEMM.
+  bool async = false;
+};
+TpOverlap tp_overlap(const scenario::StrategySpec& strategy);
 
 /// The chains above for one scenario: unit 0 is the embedding, `head` the output unit, any
 /// other a block; `forward` also for a full recompute. With context parallelism (cp > 1) a
@@ -61,17 +85,13 @@ class TpChains {
   std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
   std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
   std::vector<TpPiece> attention_half(bool forward) const;
-  bool tp_ = false, sp_ = false, learned_positions_ = false, wgrad_beside_ = false;
+  bool tp_ = false, sp_ = false, learned_positions_ = false;
+  TpOverlap overlap_;
   int cp_ = 1;
   scenario::BlockSplit split_;
   double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
   scenario::DType dtype_ = scenario::DType::bf16;
 };
-
-/// Whether a block's backward reduces each column-parallel input gradient beside the layer's
-/// weight-gradient GEMM (tp > 1 under the Megatron stacks; see above). The runtime's chains
-/// (engine/runtime/tp_units.hpp) follow the same rule.
-bool wgrad_beside_reduction(const scenario::StrategySpec& strategy);
 
 /// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or
 /// backward on one micro-batch, units_work) scaled by the piece's shares (its GEMMs' bytes

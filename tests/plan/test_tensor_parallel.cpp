@@ -259,8 +259,9 @@ TEST(TensorParallel, MegatronReducesInputGradientsBesideTheWeightGradient) {
     const auto eager = test::small_scenario(strategy, 2);
     strategy["stack"] = "megatron";
     const auto megatron = test::small_scenario(strategy, 2);
-    EXPECT_FALSE(workload::wgrad_beside_reduction(eager.strategy));
-    EXPECT_TRUE(workload::wgrad_beside_reduction(megatron.strategy));
+    EXPECT_FALSE(workload::tp_overlap(eager.strategy).reduce_beside_wgrad);
+    EXPECT_TRUE(workload::tp_overlap(megatron.strategy).reduce_beside_wgrad);
+    EXPECT_FALSE(workload::tp_overlap(megatron.strategy).async);
     // The chain's shares still sum to the whole unit, and only the block's backward changes.
     const workload::TpChains a(eager), b(megatron);
     for (const bool forward : {false, true}) {
@@ -312,6 +313,81 @@ TEST(TensorParallel, MegatronReducesInputGradientsBesideTheWeightGradient) {
     EXPECT_EQ(ra.metrics.comm_bytes, rb.metrics.comm_bytes);
     EXPECT_LT(rb.metrics.exposed_comm_s, 0.9 * ra.metrics.exposed_comm_s);
   }
+}
+
+TEST(TensorParallel, AsyncTpRunsEachGatherAndReduceScatterBesideItsGemm) {
+  // PyTorch's async TP (fused_all_gather_matmul, fused_matmul_reduce_scatter) and Megatron's
+  // tp_comm_overlap: the block's all-gathers and reduce-scatters beside their GEMMs.
+  for (const std::string stack : {"pytorch", "megatron"}) {
+    SCOPED_TRACE(stack);
+    nlohmann::json strategy = {{"dp", 1},
+                               {"tp", 2},
+                               {"sequence_parallel", true},
+                               {"stack", stack},
+                               {"compile", stack == "pytorch"},
+                               {"grad_accum", 2},
+                               {"mixed_precision", "bf16"}};
+    const auto plain = test::small_scenario(strategy, 2);
+    strategy["async_tp"] = true;
+    const auto async = test::small_scenario(strategy, 2);
+    EXPECT_TRUE(workload::tp_overlap(async.strategy).async);
+    EXPECT_TRUE(workload::tp_overlap(async.strategy).reduce_beside_wgrad);
+    const workload::TpChains chains(async);
+    for (const bool forward : {false, true}) {
+      double flops = 0, bytes = 0, attention = 0;
+      int beside = 0;
+      const auto& chain = chains.chain(1, false, forward);
+      for (std::size_t k = 0; k < chain.size(); ++k) {
+        const auto& piece = chain[k];
+        EXPECT_GE(piece.flops_share, -1e-15) << k;
+        EXPECT_GE(piece.bytes_share, -1e-15) << k;
+        flops += piece.flops_share;
+        bytes += piece.bytes_share;
+        attention += piece.attention_share;
+        if (piece.collective) {
+          EXPECT_TRUE(piece.alongside) << k;  // every one of them
+          ++beside;
+          // The piece beside it is a GEMM alone; the one after it joins both.
+          ASSERT_LT(k + 2, chain.size());
+          EXPECT_FALSE(chain[k + 1].collective);
+          EXPECT_GT(chain[k + 1].flops_share, 0);
+          EXPECT_EQ(chain[k + 1].bytes_share, 0);
+          EXPECT_FALSE(chain[k + 2].collective);
+        }
+      }
+      EXPECT_EQ(beside, 4);
+      EXPECT_NEAR(flops, 1.0, 1e-12);
+      EXPECT_NEAR(bytes, 1.0, 1e-12);
+      EXPECT_NEAR(attention, 1.0, 1e-12);
+    }
+    const auto pa = plan::build_plan(plain), pb = plan::build_plan(async);
+    EXPECT_EQ(tp_collectives(pa, 3).bytes, tp_collectives(pb, 3).bytes);
+    const auto ra = sim::Simulator().run(pa, sim::make_cost_models(plain));
+    const auto rb = sim::Simulator().run(pb, sim::make_cost_models(async));
+    EXPECT_EQ(ra.metrics.comm_bytes, rb.metrics.comm_bytes);
+    EXPECT_LT(rb.metrics.exposed_comm_s, 0.8 * ra.metrics.exposed_comm_s);
+    EXPECT_LT(rb.metrics.step_time_s, ra.metrics.step_time_s);
+  }
+}
+
+TEST(TensorParallel, AsyncTpNeedsSequenceParallelismAndAStackThatHasIt) {
+  auto path = [](nlohmann::json strategy) {
+    strategy["tp"] = 2;
+    strategy["async_tp"] = true;
+    try {
+      test::small_scenario(strategy, 2);
+    } catch (const SpecError& e) {
+      return e.path();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(path({{"stack", "megatron"}}), "strategy.async_tp");        // no SP
+  EXPECT_EQ(path({{"sequence_parallel", true}}), "strategy.async_tp");  // eager: needs compile
+  EXPECT_EQ(path({{"sequence_parallel", true}, {"stack", "deepspeed"}, {"compile", true}}),
+            "strategy.async_tp");
+  EXPECT_EQ(path({{"sequence_parallel", true}, {"stack", "megatron-legacy"}}), "strategy.async_tp");
+  EXPECT_EQ(path({{"sequence_parallel", true}, {"compile", true}}), "");
+  EXPECT_EQ(path({{"sequence_parallel", true}, {"stack", "megatron"}}), "");
 }
 
 TEST(TensorParallel, FoldedAndUnfoldedAgreeAndSimulationIsDeterministic) {

@@ -92,6 +92,26 @@ TEST(ExecutorTp, MegatronStackWithPipelineAndFullRecompute) {
                         {"grad_accum", 4}},
                        4);
 }
+TEST(ExecutorTp, AsyncTpTrainsTheSameModel) {
+  // Every all-gather and reduce-scatter of a block beside a GEMM piece of the plan's (the
+  // runtime runs that GEMM with the piece after or before it).
+  expect_same_training({{"tp", 2},
+                        {"sequence_parallel", true},
+                        {"stack", "megatron"},
+                        {"async_tp", true},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", 4}},
+                       2, kLlama);
+  expect_same_training({{"tp", 2},
+                        {"pp", 2},
+                        {"sequence_parallel", true},
+                        {"compile", true},
+                        {"async_tp", true},
+                        {"recompute", "full"},
+                        {"micro_batch_size", 2},
+                        {"grad_accum", 4}},
+                       4);
+}
 TEST(ExecutorTp, WithDataParallel) {
   expect_same_training({{"tp", 2}, {"dp", 2}, {"micro_batch_size", 2}, {"grad_accum", 2}}, 4);
 }

@@ -3,6 +3,8 @@
 // (kernel_graph.hpp).
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/scenario/error.hpp"
@@ -16,18 +18,46 @@ namespace {
 
 // Llama 3 8B (h 4096, 32 heads, 8 KV heads, ffn 14336, RMSNorm, RoPE, SwiGLU), one micro-batch
 // of 8192 tokens on one H100, bf16.
+nlohmann::json llama3_8b_json(const std::string& stack, bool compile = false) {
+  return {{"model", "llama3-8b"},
+          {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}, {"gpus_per_node", 1}}},
+          {"strategy",
+           {{"dp", 1},
+            {"micro_batch_size", 1},
+            {"grad_accum", 1},
+            {"mixed_precision", "bf16"},
+            {"stack", stack},
+            {"compile", compile}}},
+          {"training", {{"seq_len", 8192}}}};
+}
+
 scenario::Scenario llama3_8b(const std::string& stack, bool compile = false) {
-  nlohmann::json j = {{"model", "llama3-8b"},
-                      {"cluster", {{"preset", "dgx-h100"}, {"nodes", 1}, {"gpus_per_node", 1}}},
-                      {"strategy",
-                       {{"dp", 1},
-                        {"micro_batch_size", 1},
-                        {"grad_accum", 1},
-                        {"mixed_precision", "bf16"},
-                        {"stack", stack},
-                        {"compile", compile}}},
-                      {"training", {{"seq_len", 8192}}}};
+  return scenario::parse_scenario(llama3_8b_json(stack, compile));
+}
+
+// The same block in fp8 under `recipe` (on `cluster`).
+scenario::Scenario llama3_8b_fp8(const std::string& stack, const std::string& recipe,
+                                 const std::string& cluster = "dgx-h100") {
+  nlohmann::json j = llama3_8b_json(stack);
+  j["strategy"]["mixed_precision"] = "fp8";
+  j["strategy"]["fp8_recipe"] = recipe;
+  j["cluster"]["preset"] = cluster;
   return scenario::parse_scenario(j);
+}
+
+// The block's forward + backward time, each kernel on the roofline (as `stratagem kernels`).
+double block_s(const scenario::Scenario& s) {
+  double t = 0;
+  const sim::RooflineModel roofline(
+      s.cluster.gpu, sim::default_host(8),
+      scenario::fp8_gemm_rate(s.strategy.fp8_recipe, s.cluster.gpu.mx_formats));
+  const BlockKernels k = block_kernels(s);
+  for (const auto* list : {&k.forward, &k.backward}) {
+    for (const Kernel& kernel : *list) {
+      t += sim::kernel_cost(kernel, roofline, s.strategy.attention_kernel).seconds;
+    }
+  }
+  return t;
 }
 
 constexpr double N = 8192, H = 4096;
@@ -84,17 +114,6 @@ TEST(BlockKernels, MegatronWithTransformerEngineFusesNormsRopeAndSwiglu) {
 TEST(BlockKernels, StacksOrderAsTheirFusionSays) {
   // On the GPU: compile and Megatron's fused layer beat eager PyTorch by the memory-bound
   // traffic eager moves (153E vs 46-52E forward); Megatron-LM's apex layer sits between.
-  auto block_s = [](const scenario::Scenario& s) {
-    double t = 0;
-    const sim::RooflineModel roofline(s.cluster.gpu, sim::default_host(8));
-    const BlockKernels k = block_kernels(s);
-    for (const auto* list : {&k.forward, &k.backward}) {
-      for (const Kernel& kernel : *list) {
-        t += sim::kernel_cost(kernel, roofline, s.strategy.attention_kernel).seconds;
-      }
-    }
-    return t;
-  };
   const double eager = block_s(llama3_8b("pytorch"));
   const double compiled = block_s(llama3_8b("pytorch", true));
   const double megatron = block_s(llama3_8b("megatron"));
@@ -104,6 +123,86 @@ TEST(BlockKernels, StacksOrderAsTheirFusionSays) {
   EXPECT_GT(eager / megatron, 1.10);
   EXPECT_LT(megatron, legacy);
   EXPECT_LT(legacy, eager);
+}
+
+TEST(Fp8Recipes, RowwiseAddsTorchaosCastsAndRescales) {
+  // Per linear layer (G: output-gradient elements, I: input elements, W: weight elements):
+  // tensorwise casts its input with an amax pass (2 B/element read, 4 B written) and a cast
+  // (2 + 4 read, 1 written); rowwise in one kernel (2 read, 1 fp8 + 2 bf16-transpose written):
+  // forward 7 kernels and 7 × 8 bytes fewer. Backward, tensorwise's output gradient 5G + 8
+  // in 2 kernels; rowwise's 5G + 3G (cast, then its transpose's cast), the kept input's cast 3I,
+  // the dgrad and wgrad rescales 4I + 4W: 5 kernels.
+  const BlockKernels tw = block_kernels(llama3_8b_fp8("pytorch", "tensorwise"));
+  const BlockKernels rw = block_kernels(llama3_8b_fp8("pytorch", "rowwise"));
+  EXPECT_EQ(rw.forward.size() + 7, tw.forward.size());
+  EXPECT_DOUBLE_EQ(memory_bytes(tw.forward) - memory_bytes(rw.forward), 7 * 8);
+  EXPECT_EQ(rw.backward.size(), tw.backward.size() + 7 * 3);
+  // wq, wk, wv, wo, w1, w3, w2: ΣG = (1 + 1/4 + 1/4 + 1 + 3.5 + 3.5 + 1) E = 10.5E,
+  // ΣI = 6E + 3.5E, ΣW = (1 + 1/4 + 1/4 + 1 + 3 × 3.5) H².
+  EXPECT_DOUBLE_EQ(memory_bytes(rw.backward) - memory_bytes(tw.backward),
+                   3 * 10.5 * E + 7 * 9.5 * E + 4 * 13 * H * H - 7 * 8);
+  EXPECT_DOUBLE_EQ(totals(rw.forward).gemm_flops, totals(tw.forward).gemm_flops);
+  // On an H100 the extra traffic makes the block slower (no GEMM rate of its own: torchao's
+  // roofline takes rowwise GEMMs at the tensorwise rate).
+  EXPECT_GT(block_s(llama3_8b_fp8("pytorch", "rowwise")),
+            1.02 * block_s(llama3_8b_fp8("pytorch", "tensorwise")));
+}
+
+TEST(Fp8Recipes, TransformerEnginesBlockAndMxQuantizersWriteBothCopiesInOnePass) {
+  const BlockKernels tw = block_kernels(llama3_8b_fp8("megatron", "tensorwise"));
+  const BlockKernels bw = block_kernels(llama3_8b_fp8("megatron", "blockwise"));
+  // Forward: proj and fc2 quantize their inputs (QKV and fc1 read the norm's fp8 output):
+  // amax + cast (5 B/element + 8) against one pass writing both copies with their scales
+  // (2 + 2 × 1.03125).
+  EXPECT_EQ(bw.forward.size() + 2, tw.forward.size());
+  // Backward: each of the 4 GEMMs' output gradient likewise.
+  EXPECT_EQ(bw.backward.size() + 4, tw.backward.size());
+  // Float8BlockScaling's GEMMs at 0.82 of per-tensor (TE's GEMM profiling guide, H200):
+  // slower on an H100 than tensorwise despite the cheaper quantization, as the guide measured.
+  EXPECT_GT(block_s(llama3_8b_fp8("megatron", "blockwise")),
+            block_s(llama3_8b_fp8("megatron", "tensorwise")));
+  // MXFP8 on Blackwell: TE's quantizer in one pass; torchao's two casts per operand.
+  const BlockKernels te_mx = block_kernels(llama3_8b_fp8("megatron", "mxfp8", "dgx-b200"));
+  EXPECT_EQ(te_mx.forward.size(), bw.forward.size());
+  const BlockKernels ao_mx = block_kernels(llama3_8b_fp8("pytorch", "mxfp8", "dgx-b200"));
+  const BlockKernels ao_tw = block_kernels(llama3_8b_fp8("pytorch", "tensorwise", "dgx-b200"));
+  EXPECT_EQ(ao_mx.forward.size() + 7, ao_tw.forward.size());    // dim0 cast only
+  EXPECT_EQ(ao_mx.backward.size(), ao_tw.backward.size() + 7);  // dim0, dim1, input's dim1
+}
+
+TEST(Fp8Recipes, EachRecipeIsRefusedWhereItDoesNotRun) {
+  auto path = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const SpecError& e) {
+      return e.path();
+    }
+    return std::string();
+  };
+  EXPECT_EQ(path([] { llama3_8b_fp8("megatron", "rowwise"); }), "strategy.fp8_recipe");
+  EXPECT_EQ(path([] { llama3_8b_fp8("pytorch", "blockwise"); }), "strategy.fp8_recipe");
+  EXPECT_EQ(path([] { llama3_8b_fp8("megatron", "mxfp8"); }), "strategy.fp8_recipe");  // H100
+  EXPECT_EQ(path([] { llama3_8b_fp8("pytorch", "sixteenwise"); }), "strategy.fp8_recipe");
+  nlohmann::json j = llama3_8b_json("pytorch");
+  j["strategy"]["fp8_recipe"] = "rowwise";  // bf16 training
+  EXPECT_EQ(path([&] { scenario::parse_scenario(j); }), "strategy.fp8_recipe");
+  EXPECT_EQ(path([] { llama3_8b_fp8("megatron", "mxfp8", "gb200-nvl72"); }), "");
+  // Written only when not the default; read back the same.
+  const auto s = llama3_8b_fp8("pytorch", "rowwise");
+  EXPECT_EQ(scenario::to_json(s.strategy)["fp8_recipe"], "rowwise");
+  EXPECT_FALSE(
+      scenario::to_json(llama3_8b_fp8("pytorch", "tensorwise").strategy).contains("fp8_recipe"));
+  // The command line's --stack is named when it is what conflicts.
+  scenario::StrategySpec st = s.strategy;
+  EXPECT_EQ(path([&] {
+              scenario::apply_stack_flags(st, {"megatron", false, ""}, s.cluster.gpu);
+            }),
+            "--stack");
+  scenario::StrategySpec st2 = s.strategy;  // an H100 has no MX tensor cores
+  EXPECT_EQ(path([&] {
+              scenario::apply_stack_flags(st2, {"", false, "mxfp8"}, s.cluster.gpu);
+            }),
+            "--fp8_recipe");
 }
 
 TEST(BlockKernels, RefusesModelsWithoutAShape) {
