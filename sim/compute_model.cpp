@@ -25,11 +25,11 @@ HostSpec default_host(int gpus_per_node) {
 
 RooflineModel::RooflineModel(scenario::GpuSpec gpu, HostSpec host, double fp8_gemm_rate)
     : gpu_(std::move(gpu)), host_(host), fp8_rate_(fp8_gemm_rate) {
-  static_assert(static_cast<std::size_t>(scenario::AttentionKernel::triton) + 1 ==
+  static_assert(static_cast<std::size_t>(scenario::AttentionKernel::cudnn) + 1 ==
                     std::tuple_size_v<decltype(attention_curves_)>,
                 "one curve list per scenario::AttentionKernel");
   for (auto k : {scenario::AttentionKernel::fa2, scenario::AttentionKernel::fa1,
-                 scenario::AttentionKernel::triton}) {
+                 scenario::AttentionKernel::triton, scenario::AttentionKernel::cudnn}) {
     const auto it = gpu_.attention_kernels.find(scenario::to_string(k));
     if (it != gpu_.attention_kernels.end()) attention_curves_[static_cast<int>(k)] = it->second;
   }

@@ -52,7 +52,7 @@ class RooflineModel final : public ComputeModel {
   HostSpec host_;
   double fp8_rate_ = 1.0;
   /// gpu_.attention_kernels by scenario::AttentionKernel (looked up once, not per op).
-  std::array<std::vector<scenario::AttentionCurve>, 3> attention_curves_;
+  std::array<std::vector<scenario::AttentionCurve>, 4> attention_curves_;
 };
 
 /// With tensor parallelism the units are measured as one TP rank runs them: a unit's time is

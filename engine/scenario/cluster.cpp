@@ -270,7 +270,7 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   if (const nlohmann::json* ak = r.find("attention_kernels")) {
     ObjectReader k(*ak, r.child_path("attention_kernels"));
     k.allow({"source"});
-    for (const char* name : {"fa2", "fa1", "triton"}) {
+    for (const char* name : {"fa2", "fa1", "triton", "cudnn"}) {
       const nlohmann::json* list = k.find(name);
       if (!list) continue;
       const std::string lpath = k.child_path(name);

@@ -93,7 +93,7 @@ struct GpuSpec {
   double attention_forward_efficiency = 0;
   double attention_backward_efficiency = 0;
   bool attention_given = false;
-  /// Per kernel ("fa2", "fa1", "triton"): its curves by head dimension and causality. A
+  /// Per kernel ("fa2", "fa1", "triton", "cudnn"): its curves by head dimension and causality. A
   /// kernel without curves on this GPU runs at attention_efficiency (fa2) or is refused.
   std::map<std::string, std::vector<AttentionCurve>> attention_kernels;
   /// The kernel's efficiency at this head dimension (interpolated in log₂ between the two

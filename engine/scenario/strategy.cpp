@@ -63,6 +63,8 @@ const char* to_string(AttentionKernel k) {
       return "fa1";
     case AttentionKernel::triton:
       return "triton";
+    case AttentionKernel::cudnn:
+      return "cudnn";
   }
   return "?";
 }
@@ -226,9 +228,10 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.attention = r.choice_or("attention", "flash", {"flash", "eager"}) == "eager" ? Attention::eager
                                                                                  : Attention::flash;
   if (r.has("attention_kernel")) {
-    const std::string k = r.choice("attention_kernel", {"fa2", "fa1", "triton"});
+    const std::string k = r.choice("attention_kernel", {"fa2", "fa1", "triton", "cudnn"});
     s.attention_kernel = k == "fa1"      ? AttentionKernel::fa1
                          : k == "triton" ? AttentionKernel::triton
+                         : k == "cudnn"  ? AttentionKernel::cudnn
                                          : AttentionKernel::fa2;
     if (s.attention == Attention::eager) {
       throw SpecError(r.child_path("attention_kernel"),

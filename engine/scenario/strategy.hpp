@@ -31,10 +31,12 @@ enum class Precision { no, fp16, bf16, fp8 };
 /// as separate kernels keeping the s×s scores, Korthikanti et al. 2022).
 enum class Attention { flash, eager };
 /// Which fused attention kernel `flash` runs: FlashAttention-2 (`fa2`, also PyTorch SDPA's
-/// flash backend), FlashAttention-1 (`fa1`) or the FA1-era Triton kernel (`triton`: flash_attn
-/// _triton.py, MPT / llm-foundry's attn_impl triton until 2024). Each has its own efficiency by
-/// head dimension, causality and sequence length in the GPU presets (attention_kernels).
-enum class AttentionKernel { fa2, fa1, triton };
+/// flash backend), FlashAttention-1 (`fa1`), the FA1-era Triton kernel (`triton`: flash_attn
+/// _triton.py, MPT / llm-foundry's attn_impl triton until 2024) or cuDNN's fused attention
+/// (`cudnn`: Transformer Engine's FusedAttention, its first choice on Hopper and Blackwell, and
+/// PyTorch SDPA's cuDNN backend). Each has its own efficiency by head dimension, causality and
+/// sequence length in the GPU presets (attention_kernels).
+enum class AttentionKernel { fa2, fa1, triton, cudnn };
 const char* to_string(AttentionKernel k);
 enum class Optimizer { adam, adamw, sgd };
 enum class Offload { none, cpu };
