@@ -12,6 +12,7 @@
 #include "apps/two_form_command.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/fitted_profile.hpp"
+#include "tune/ranking.hpp"
 #include "tune/validation.hpp"
 
 namespace stratagem::cli {
@@ -61,8 +62,23 @@ int run_measured(const std::string& file, const std::string& profile, bool json,
     by_family[r.family].push_back(r);
   }
   const tune::ErrorSummary all = tune::summarize(rows);
+  const tune::Ranking ranking = tune::rank_pairs(runs, rows);
   if (json) {
     nlohmann::json out = {{"file", file}, {"summary", summary_json(all)}};
+    auto order_json = [](const tune::PairOrder& o) {
+      return nlohmann::json{{"pairs_differing_over_5_percent", o.pairs},
+                            {"ordered_right", o.ordered_right},
+                            {"ordered_right_share", o.share()},
+                            {"all_pairs", o.all_pairs},
+                            {"kendall_tau", o.kendall_tau()}};
+    };
+    out["ranking"] = order_json(ranking.overall);
+    for (const auto& st : ranking.settings) {
+      nlohmann::json j = order_json(st.order);
+      j["setting"] = st.setting;
+      j["runs"] = st.runs;
+      out["ranking"]["settings"].push_back(std::move(j));
+    }
     for (const auto& [g, v] : by_gpu) out["by_gpu"][g] = summary_json(tune::summarize(v));
     for (const auto& [f, v] : by_family) out["by_family"][f] = summary_json(tune::summarize(v));
     nlohmann::json list = nlohmann::json::array();
@@ -100,8 +116,21 @@ int run_measured(const std::string& file, const std::string& profile, bool json,
                      mem, r.predicted_oom ? "predicted OOM though it ran" : ""});
   }
   print_table(stdout, table);
-  std::printf("\nerror = predicted / measured throughput − 1 (positive: the simulator is "
-              "optimistic)\n");
+  const tune::PairOrder& o = ranking.overall;
+  std::printf("\n");
+  if (o.all_pairs > 0) {
+    std::printf(
+        "order: %d settings (model, GPU, GPUs, sequence) with 2+ runs; of their %d pairs whose "
+        "measured throughput differs by > 5 %%, %d ordered right (%.1f %%); Kendall's tau over "
+        "all %d pairs %.2f\n",
+        static_cast<int>(ranking.settings.size()), o.pairs, o.ordered_right, 100 * o.share(),
+        o.all_pairs, o.kendall_tau());
+  } else {
+    std::printf("order: no setting (model, GPU, GPUs, sequence) has two runs to order\n");
+  }
+  std::printf(
+      "error = predicted / measured throughput − 1 (positive: the simulator is "
+      "optimistic)\n");
   std::vector<std::vector<std::string>> summary = {{"group", "runs", "median |err|", "p90 |err|",
                                                     "bias", "≤ 10%", "≤ 20%", "false OOM"}};
   summary.push_back(summary_row("all", all));
