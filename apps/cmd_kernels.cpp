@@ -113,9 +113,8 @@ void print_pass(const char* title, const Pass& p) {
 int run(const Options& o) {
   scenario::Scenario s = scenario::load_scenario(o.scenario);
   scenario::apply_stack_flags(s.strategy, {o.stack, o.compile, o.fp8_recipe}, s.cluster.gpu);
-  const sim::RooflineModel roofline(
-      s.cluster.gpu, sim::default_host(s.cluster.gpus_per_node),
-      scenario::fp8_gemm_rate(s.strategy.fp8_recipe, s.cluster.gpu.mx_formats));
+  const sim::RooflineModel roofline =
+      sim::scenario_roofline(s, sim::default_host(s.cluster.gpus_per_node));
   const workload::BlockKernels k = workload::block_kernels(s);
   const Pass fwd = cost_pass(k.forward, roofline, s.strategy.attention_kernel),
              bwd = cost_pass(k.backward, roofline, s.strategy.attention_kernel);

@@ -84,6 +84,11 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   return compute_s + memory_s + op.kernels * gpu_.kernel_launch_s;
 }
 
+RooflineModel scenario_roofline(const scenario::Scenario& s, HostSpec host) {
+  return RooflineModel(s.cluster.gpu, host,
+                       scenario::fp8_gemm_rate(s.strategy.fp8_recipe, s.cluster.gpu.mx_formats));
+}
+
 double MeasuredUnitsModel::measured(int u, bool forward) const {
   const auto& m = units_;
   if (u == 0) return forward ? m.embedding_forward : m.embedding_backward;

@@ -55,6 +55,9 @@ class RooflineModel final : public ComputeModel {
   std::array<std::vector<scenario::AttentionCurve>, 4> attention_curves_;
 };
 
+/// The roofline of `s`'s GPU on `host`, its fp8 GEMMs at the rate of the scenario's fp8 recipe.
+RooflineModel scenario_roofline(const scenario::Scenario& s, HostSpec host);
+
 /// With tensor parallelism the units are measured as one TP rank runs them: a unit's time is
 /// its whole chain's compute (engine/workload/tp_chain.hpp), and the plan splits it into
 /// pieces at the collectives. Each piece then costs the unit's measured time times its share

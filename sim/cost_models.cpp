@@ -37,8 +37,7 @@ TpChainRoofline tp_chain_roofline(const scenario::Scenario& s, const RooflineMod
 CostModels make_cost_models(const scenario::Scenario& s, const CostOptions& options) {
   const auto& c = s.cluster;
   CostModels m;
-  RooflineModel roofline(c.gpu, default_host(c.gpus_per_node),
-                         scenario::fp8_gemm_rate(s.strategy.fp8_recipe, c.gpu.mx_formats));
+  RooflineModel roofline = scenario_roofline(s, default_host(c.gpus_per_node));
   const std::string key = scenario::unit_shape_key(s);
   const auto measured =
       std::find_if(c.gpu.measured_units.begin(), c.gpu.measured_units.end(),

@@ -4,6 +4,20 @@
 
 namespace stratagem::scenario {
 
+const char* to_string(Fp8Recipe r) {
+  switch (r) {
+    case Fp8Recipe::rowwise:
+      return "rowwise";
+    case Fp8Recipe::blockwise:
+      return "blockwise";
+    case Fp8Recipe::mxfp8:
+      return "mxfp8";
+    case Fp8Recipe::tensorwise:
+      break;
+  }
+  return "tensorwise";
+}
+
 Fp8Recipe parse_fp8_recipe(const std::string& name, const std::string& path) {
   for (Fp8Recipe r :
        {Fp8Recipe::tensorwise, Fp8Recipe::rowwise, Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {

@@ -8,6 +8,13 @@
 
 namespace stratagem::scenario {
 
+/// How fp8 GEMMs scale their operands. `tensorwise`: one scale per tensor (Transformer Engine's
+/// delayed or current scaling, torchao's tensorwise); `rowwise`: one per row (torchao);
+/// `blockwise`: 1×128 activation and 128×128 weight tiles (DeepSeek-V3, Transformer Engine's
+/// Float8BlockScaling); `mxfp8`: 32-element blocks with e8m0 scales (Blackwell's MX formats).
+enum class Fp8Recipe { tensorwise, rowwise, blockwise, mxfp8 };
+const char* to_string(Fp8Recipe r);
+
 /// Parses "tensorwise", "rowwise", "blockwise", "mxfp8"; SpecError at `path` otherwise.
 Fp8Recipe parse_fp8_recipe(const std::string& name, const std::string& path);
 
@@ -16,6 +23,10 @@ Fp8Recipe parse_fp8_recipe(const std::string& name, const std::string& path);
 /// has tensorwise, rowwise (torchao.float8) and mxfp8 (torchao.prototype.mx_formats), its
 /// blockwise training is a prototype Stratagem does not model.
 bool stack_runs(Stack s, Fp8Recipe r);
+
+/// Bytes per element of a block-scaled fp8 tensor: the fp8 value and its share of the scales
+/// (an fp32 scale per 128 elements for blockwise, an e8m0 one per 32 for mxfp8: the same).
+constexpr double kBlockScaledFp8Bytes = 1.0 + 4.0 / 128;
 
 /// The fp8 GEMM's throughput under the recipe as a fraction of the per-tensor-scaled GEMM on
 /// the same GPU (the preset's fp8 curve is cuBLASLt's per-tensor _scaled_mm):

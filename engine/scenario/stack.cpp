@@ -18,20 +18,6 @@ const char* to_string(Stack s) {
   return "pytorch";
 }
 
-const char* to_string(Fp8Recipe r) {
-  switch (r) {
-    case Fp8Recipe::rowwise:
-      return "rowwise";
-    case Fp8Recipe::blockwise:
-      return "blockwise";
-    case Fp8Recipe::mxfp8:
-      return "mxfp8";
-    case Fp8Recipe::tensorwise:
-      break;
-  }
-  return "tensorwise";
-}
-
 Stack parse_stack(const std::string& name, const std::string& path) {
   for (Stack s : {Stack::pytorch, Stack::megatron, Stack::megatron_legacy, Stack::deepspeed}) {
     if (name == to_string(s)) return s;

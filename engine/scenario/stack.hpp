@@ -20,14 +20,8 @@ namespace stratagem::scenario {
 /// `deepspeed`: the DeepSpeed engine on PyTorch modules (HuggingFace's, as eager `pytorch`
 ///   runs them).
 enum class Stack { pytorch, megatron, megatron_legacy, deepspeed };
-/// How fp8 GEMMs scale their operands. `tensorwise`: one scale per tensor (Transformer Engine's
-/// delayed or current scaling, torchao's tensorwise); `rowwise`: one per row (torchao);
-/// `blockwise`: 1×128 activation and 128×128 weight tiles (DeepSeek-V3, Transformer Engine's
-/// Float8BlockScaling); `mxfp8`: 32-element blocks with e8m0 scales (Blackwell's MX formats).
-enum class Fp8Recipe { tensorwise, rowwise, blockwise, mxfp8 };
 
 const char* to_string(Stack s);
-const char* to_string(Fp8Recipe r);
 /// Parses "megatron", "megatron-legacy", "pytorch", "deepspeed"; SpecError at `path` otherwise.
 Stack parse_stack(const std::string& name, const std::string& path);
 /// Eager stacks run PyTorch modules op by op (pytorch, deepspeed): torch.compile applies.

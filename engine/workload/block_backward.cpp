@@ -22,7 +22,8 @@ int BlockGraphs::linear_backward(const std::string& name, int dy, double rows, d
   int xin = t(b_, rows * k, in_bytes_saved);
   if (x_.fp8 && eager() && x_.recipe != Fp8Recipe::tensorwise) {
     // torchao casts the kept bf16 input (rowwise: its transpose) for the wgrad GEMM.
-    const int cast = t(b_, rows * k, x_.recipe == Fp8Recipe::mxfp8 ? 1.0 + 4.0 / 128 : 1.0);
+    const int cast =
+        t(b_, rows * k, x_.recipe == Fp8Recipe::mxfp8 ? scenario::kBlockScaledFp8Bytes : 1.0);
     b_.op(name + (x_.recipe == Fp8Recipe::mxfp8 ? " input: cast dim1 to mxfp8"
                                                 : " input: cast transpose to fp8 rowwise"),
           {xin}, {cast});

@@ -55,8 +55,7 @@ int BlockGraphs::norm_forward(const std::string& name, int in) {
 BlockGraphs::Quantized BlockGraphs::quantize(OpGraph& g, const std::string& name, int in,
                                              double elements, bool forward) {
   using scenario::Fp8Recipe;
-  constexpr double kScaled = 1.0 + 4.0 / 128;  // fp8 plus an fp32 scale per 128 (or an e8m0
-                                               // scale per 32) elements
+  constexpr double kScaled = scenario::kBlockScaledFp8Bytes;
   Quantized q;
   switch (x_.recipe) {
     case Fp8Recipe::tensorwise: {

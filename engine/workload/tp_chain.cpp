@@ -163,8 +163,8 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     out.back().bytes_share -= nb;
     red.alongside = true;
     out.push_back(red);
-    out.push_back(TpPiece{false, forward_share / 2, 0.0, 0.0});
-    out.push_back(TpPiece{false, 0.0, nb, 0.0});
+    out.push_back(gemm(forward_share / 2));
+    out.push_back(norm());
     norm_pending = true;
   };
   auto compute_next = [&](const std::vector<TpPiece>& pieces) {

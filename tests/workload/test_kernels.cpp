@@ -48,9 +48,7 @@ scenario::Scenario llama3_8b_fp8(const std::string& stack, const std::string& re
 // The block's forward + backward time, each kernel on the roofline (as `stratagem kernels`).
 double block_s(const scenario::Scenario& s) {
   double t = 0;
-  const sim::RooflineModel roofline(
-      s.cluster.gpu, sim::default_host(8),
-      scenario::fp8_gemm_rate(s.strategy.fp8_recipe, s.cluster.gpu.mx_formats));
+  const sim::RooflineModel roofline = sim::scenario_roofline(s, sim::default_host(8));
   const BlockKernels k = block_kernels(s);
   for (const auto* list : {&k.forward, &k.backward}) {
     for (const Kernel& kernel : *list) {
