@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "sim/gemm_cost.hpp"
+
 namespace stratagem::sim {
 
 namespace {
@@ -39,6 +41,28 @@ double RooflineModel::gemm(double efficiency) const {
   return std::min(1.0, efficiency * gpu_.gemm_scale);
 }
 
+double RooflineModel::gemm_seconds(double flops, scenario::DType dtype, const plan::Compute& op,
+                                   bool wide) const {
+  if (flops <= 0) return 0.0;
+  const double peak = gpu_.peak(dtype) * (dtype == scenario::DType::fp8 ? fp8_rate_ : 1.0);
+  if (peak <= 0) return 0.0;
+  const scenario::EfficiencyCurve& curve = gpu_.efficiency(dtype);
+  // Each shape at its own efficiency: the op's FLOPs times the mix's time per FLOP.
+  double mix_flops = 0, mix_s = 0;
+  if (op.gemms) {
+    for (const workload::GemmShape& g : *op.gemms) {
+      if (g.wide != wide || g.flops <= 0) continue;
+      const double e = gemm(curve.at(std::min({g.m, g.n, g.k}))) *
+                       wave_utilization(g.m, g.n, g.k, gpu_.sm_count);
+      mix_flops += g.flops;
+      mix_s += e > 0 ? g.flops / e : 0.0;
+    }
+  }
+  if (mix_flops > 0) return flops * (mix_s / mix_flops) / peak;
+  const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max);
+  return efficiency > 0 ? flops / (peak * efficiency) : 0.0;
+}
+
 units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   if (op.on_host) {
     const double compute_s = host_.peak_flops > 0 ? op.flops / host_.peak_flops : 0.0;
@@ -50,17 +74,10 @@ units::Seconds RooflineModel::duration(const plan::Compute& op) const {
   // residual adds, optimizer updates) move `bytes` through HBM. The two kinds of kernel run
   // one after the other on the stream, so their times add.
   const scenario::EfficiencyCurve& curve = gpu_.efficiency(op.dtype);
-  const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max);
-  const double peak =
-      gpu_.peak(op.dtype) * efficiency * (op.dtype == scenario::DType::fp8 ? fp8_rate_ : 1.0);
-  double compute_s = peak > 0 ? op.flops / peak : 0.0;
+  double compute_s = gemm_seconds(op.flops, op.dtype, op, false);
   // Under fp8 the LM head's GEMMs and the attention core run in bf16 (Transformer Engine).
   const scenario::DType wide = op.dtype == scenario::DType::fp8 ? scenario::DType::bf16 : op.dtype;
-  if (op.flops_16bit > 0) {
-    const scenario::EfficiencyCurve& c16 = gpu_.efficiency(wide);
-    const double p16 = gpu_.peak(wide) * gemm(op.gemm_dim > 0 ? c16.at(op.gemm_dim) : c16.max);
-    compute_s += p16 > 0 ? op.flops_16bit / p16 : 0.0;
-  }
+  if (op.flops_16bit > 0) compute_s += gemm_seconds(op.flops_16bit, wide, op, true);
   if (op.attention_flops > 0) {
     const bool backward = op.phase == plan::Phase::backward ||
                           op.phase == plan::Phase::backward_input ||

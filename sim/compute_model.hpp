@@ -1,12 +1,14 @@
 #pragma once
 // How long a compute op takes. The default is a roofline per kind of kernel on the
 // scenario's GPU, summed because the kernels run one after another:
-//   time = flops / (peak(dtype) · efficiency(gemm_dim))
-//          + flops_16bit / (peak(bf16) · efficiency_bf16(gemm_dim))      (fp8: the LM head)
+//   time = Σ_GEMMs flops_i / (peak(dtype) · efficiency(m_i, n_i, k_i))
+//          + Σ_16-bit GEMMs flops_i / (peak(bf16) · efficiency_bf16(m_i, n_i, k_i))  (fp8: LM head)
 //          + attention_flops / (peak(16-bit) · attention_efficiency(forward|backward))
 //          + (bytes + gemm_bytes) / (hbm_bandwidth · hbm_efficiency) + kernels · kernel_launch_s
-// where `flops` are the op's GEMM FLOPs, `bytes` the traffic of its memory-bound kernels and
-// `gemm_bytes` its GEMMs' own operands and outputs (each GEMM's roofline summed: a GEMM of
+// where each GEMM shape of the op (its `gemms` mix; without one, every GEMM at the curve of
+// `gemm_dim`) runs at curve(smallest dimension) · wave utilization (gemm_cost.hpp), `bytes` is
+// the traffic of its memory-bound kernels and `gemm_bytes` its GEMMs' own operands and outputs
+// (each GEMM's roofline summed: a GEMM of
 // intensity I FLOP/B reaches peak / (1 + ridge / I); gemm_bytes count only with a formula
 // curve, a measured curve includes them),
 // and ops that run on the host (optimizer offload) use a roofline on the host's CPUs.
@@ -48,6 +50,11 @@ class RooflineModel final : public ComputeModel {
  private:
   /// A GEMM efficiency times the GPU's fitted gemm_scale, at most 1.
   double gemm(double efficiency) const;
+  /// Seconds `flops` of the op's GEMMs take in `dtype`: each shape of its mix (op.gemms,
+  /// those with this `wide`) at curve(smallest dimension) · wave utilization (gemm_cost.hpp),
+  /// else all at curve(op.gemm_dim).
+  double gemm_seconds(double flops, scenario::DType dtype, const plan::Compute& op,
+                      bool wide) const;
   scenario::GpuSpec gpu_;
   HostSpec host_;
   double fp8_rate_ = 1.0;

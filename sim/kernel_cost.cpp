@@ -25,6 +25,7 @@ KernelCost kernel_cost(const workload::Kernel& k, const RooflineModel& roofline,
     case workload::KernelKind::gemm:
       c.flops = k.flops;
       c.gemm_dim = std::min({k.m, k.n, k.k});
+      c.gemms = workload::gemm_mix({k});
       c.gemm_bytes = k.bytes;
       break;
     case workload::KernelKind::attention:

@@ -2,9 +2,9 @@
 // What one kernel of a stack's kernel list (engine/workload/kernels.hpp) costs on a GPU: the
 // kernel as a compute op of its own on the roofline compute model (compute_model.hpp), so a
 // kernel and the plan's ops are costed by the same rules (GEMM efficiency for its smallest
-// dimension plus its operands' traffic with a formula curve, attention at its curve,
-// memory-bound bytes at the achieved HBM bandwidth, one launch). A kernel whose time is
-// mostly its launch is launch-bound.
+// dimension times its wave utilization, plus its operands' traffic with a formula curve;
+// attention at its curve, memory-bound bytes at the achieved HBM bandwidth, one launch). A
+// kernel whose time is mostly its launch is launch-bound.
 #include "engine/scenario/strategy.hpp"
 #include "engine/workload/kernel_graph.hpp"
 #include "sim/compute_model.hpp"

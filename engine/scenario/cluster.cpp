@@ -239,6 +239,12 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
     g.hbm_efficiency = e.number("value", 0.05, 1.0);
     e.finish();
   }
+  if (const nlohmann::json* sm = r.find("sm_count")) {
+    ObjectReader e(*sm, r.child_path("sm_count"));
+    e.allow({"source"});
+    g.sm_count = static_cast<int>(e.integer("value", 1, 100000));
+    e.finish();
+  }
   if (const nlohmann::json* eff = r.find("matmul_efficiency")) {
     g.matmul_efficiency = parse_curve(*eff, r.child_path("matmul_efficiency"), g.matmul_efficiency);
   }
@@ -423,6 +429,7 @@ nlohmann::json to_json(const GpuSpec& g) {
   }
   if (g.mx_formats) j["mx_formats"] = true;
   if (g.hbm_efficiency != 1.0) j["hbm_efficiency"] = {{"value", g.hbm_efficiency}};
+  if (g.sm_count > 0) j["sm_count"] = {{"value", g.sm_count}};
   if (g.gemm_scale != 1.0) j["gemm_scale"] = g.gemm_scale;
   if (g.attention_scale != 1.0) j["attention_scale"] = g.attention_scale;
   if (g.comm_compute_slowdown) j["comm_compute_slowdown"] = *g.comm_compute_slowdown;

@@ -77,6 +77,10 @@ struct GpuSpec {
   /// (Blackwell's tcgen05 block-scaled MMA): what strategy.fp8_recipe mxfp8 needs.
   bool mx_formats = false;
   units::BytesPerS hbm_bandwidth = 0;
+  /// Streaming multiprocessors (AMD: compute units): how many GEMM output tiles run at once,
+  /// for wave quantization (sim/gemm_cost.hpp). 0: not given (a profiled device), no wave
+  /// quantization.
+  int sm_count = 0;
   /// Fraction of hbm_bandwidth memory-bound kernels reach (a stream copy's, measured); 1 for
   /// a profiled device, whose element-wise bandwidth is measured as hbm_bandwidth.
   double hbm_efficiency = 1.0;

@@ -225,7 +225,7 @@ void BlockGraphs::forward() {
     const double sc = x.n * x.heads * x.seq;
     const DType dt = x.dtype == DType::fp8 ? DType::bf16 : x.dtype;
     const int scores = t(f_, sc, e), probs = t(f_, sc, e);
-    f_.gemm("q·kᵀ", x.n * x.heads, x.seq, x.d, dt, q, k, scores);
+    f_.gemm(kScoresGemm, x.n * x.heads, x.seq, x.d, dt, q, k, scores);
     if (eager()) {
       const int scaled = t(f_, sc, e), masked = t(f_, sc, e), p32 = t(f_, sc, 4);
       f_.op("scale scores", {scores}, {scaled});
@@ -237,7 +237,7 @@ void BlockGraphs::forward() {
     }
     f_.keep(probs);
     o = t(f_, x.n * x.q, e);
-    f_.gemm("probs·v", x.n * x.heads, x.d, x.seq, dt, probs, v, o);
+    f_.gemm(kValuesGemm, x.n * x.heads, x.d, x.seq, dt, probs, v, o);
     f_.keep(q);
     f_.keep(k);
     f_.keep(v);

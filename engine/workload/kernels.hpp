@@ -26,6 +26,10 @@
 
 namespace stratagem::workload {
 
+/// The eager attention core's two GEMMs (what selective recomputation reruns).
+inline constexpr const char* kScoresGemm = "q·kᵀ";
+inline constexpr const char* kValuesGemm = "probs·v";
+
 struct BlockKernels {
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;

@@ -1,6 +1,7 @@
 #include "engine/workload/units.hpp"
 
 #include <algorithm>
+#include <array>
 
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/kernels.hpp"
@@ -54,12 +55,76 @@ double gemm_io_bytes(double m, double n, double k, double elem) {
 }
 
 // One tensor-parallel rank's forward GEMMs of a quick-form block (no shape given: GPT's
-// 12·h² split) on `tokens` tokens: QKV (column-parallel), the attention output projection
-// (row-parallel), MLP-in and MLP-out. Shaped blocks take theirs from their stack's kernels.
-double quick_block_gemm_bytes(const scenario::ModelSpec& m, double tokens, double t, double elem) {
+// 12·h² split) on `tokens` tokens, as {m, n, k}: QKV (column-parallel), the attention output
+// projection (row-parallel), MLP-in and MLP-out. Shaped blocks take theirs from their stack's
+// kernels.
+std::vector<std::array<double, 3>> quick_block_gemms(const scenario::ModelSpec& m, double tokens,
+                                                     double t) {
   const double h = static_cast<double>(m.hidden);
-  return gemm_io_bytes(tokens, 3.0 * h / t, h, elem) + gemm_io_bytes(tokens, h, h / t, elem) +
-         gemm_io_bytes(tokens, 4.0 * h / t, h, elem) + gemm_io_bytes(tokens, h, 4.0 * h / t, elem);
+  return {{tokens, 3.0 * h / t, h},
+          {tokens, h, h / t},
+          {tokens, 4.0 * h / t, h},
+          {tokens, h, 4.0 * h / t}};
+}
+
+double quick_block_gemm_bytes(const scenario::ModelSpec& m, double tokens, double t, double elem) {
+  double bytes = 0;
+  for (const auto& [gm, gn, gk] : quick_block_gemms(m, tokens, t))
+    bytes += gemm_io_bytes(gm, gn, gk, elem);
+  return bytes;
+}
+
+// The forward GEMMs {m, n, k} as a mix, and their backward: each m×k by k×n product's input
+// gradient (m×n by n×k) and weight gradient (k×m by m×n), as autograd runs a linear layer.
+GemmMixPtr forward_mix(const std::vector<std::array<double, 3>>& gemms, bool wide) {
+  GemmMix mix;
+  for (const auto& [m, n, k] : gemms) mix.push_back({m, n, k, 2.0 * m * n * k, wide});
+  return gemm_mix(std::move(mix));
+}
+
+GemmMixPtr backward_mix(const std::vector<std::array<double, 3>>& gemms, bool wide) {
+  GemmMix mix;
+  for (const auto& [m, n, k] : gemms) {
+    mix.push_back({m, k, n, 2.0 * m * n * k, wide});
+    mix.push_back({k, n, m, 2.0 * m * n * k, wide});
+  }
+  return gemm_mix(std::move(mix));
+}
+
+// The GEMM mix of `unit` for `phase` (null: none, or the unit does no GEMMs in it).
+const GemmMixPtr& phase_mix(const Unit& unit, Phase phase) {
+  static const GemmMixPtr none;
+  switch (phase) {
+    case Phase::forward:
+      return unit.fwd_flops > 0 ? unit.fwd_gemms : none;
+    case Phase::backward:
+      return unit.fwd_flops > 0 ? unit.bwd_gemms : none;
+    case Phase::recompute:
+      return unit.recompute_flops > 0 ? unit.recompute_gemms : none;
+    default:
+      return none;
+  }
+}
+
+// The mix of an op over units [u0, u1): the units' own mix when they share one (a run of
+// blocks), else their mixes merged; null when a unit with GEMMs in this phase has none.
+GemmMixPtr op_mix(const std::vector<Unit>& units, Phase phase, int u0, int u1) {
+  std::vector<std::pair<GemmMixPtr, int>> parts;
+  for (int u = u0; u < u1; ++u) {
+    const Unit& unit = units[u];
+    const bool has_gemms =
+        phase == Phase::recompute ? unit.recompute_flops > 0 : unit.fwd_flops > 0;
+    if (!has_gemms) continue;
+    const GemmMixPtr& mix = phase_mix(unit, phase);
+    if (!mix) return nullptr;
+    if (!parts.empty() && parts.back().first == mix) {
+      ++parts.back().second;
+    } else {
+      parts.emplace_back(mix, 1);
+    }
+  }
+  if (parts.empty()) return nullptr;
+  return parts.size() == 1 ? parts.front().first : merge(parts);
 }
 
 }  // namespace
@@ -129,6 +194,9 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   block.linear_params = scenario::block_matmul_params(m) / t;
   if (m.params_given > 0) {
     block.fwd_gemm_bytes = quick_block_gemm_bytes(m, tokens, t, elem);
+    block.fwd_gemms = forward_mix(quick_block_gemms(m, tokens, t), false);
+    block.bwd_gemms = backward_mix(quick_block_gemms(m, tokens, t), false);
+    if (recompute == scenario::Recompute::full) block.recompute_gemms = block.fwd_gemms;
   } else {
     // The stack's kernels: what its memory-bound kernels move and how many it launches.
     const BlockKernels k = block_kernels(s);
@@ -140,6 +208,12 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
     block.bwd_gemm_bytes = b.gemm_bytes;
     block.fwd_launches = f.launches;
     block.bwd_launches = b.launches;
+    block.fwd_gemms = gemm_mix(k.forward);
+    block.bwd_gemms = gemm_mix(k.backward);
+    // A full recompute reruns the forward; selective the eager attention core's GEMMs.
+    block.recompute_gemms = recompute == scenario::Recompute::full
+                                ? block.fwd_gemms
+                                : gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
   }
   for (std::int64_t l = 1; l <= m.layers; ++l) {
     block.name = "block " + std::to_string(l);
@@ -166,6 +240,12 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   head.gemm_dim = std::min(tokens, static_cast<double>(m.hidden));
   if (head.fwd_flops > 0) {
     head.fwd_gemm_bytes = gemm_io_bytes(tokens, vocab / t, static_cast<double>(m.hidden), elem);
+    // Under fp8 the head stays in 16 bits (the op's flops_16bit).
+    const bool wide = scenario::gemm_dtype(st) == scenario::DType::fp8;
+    const std::vector<std::array<double, 3>> logits{
+        {tokens, vocab / t, static_cast<double>(m.hidden)}};
+    head.fwd_gemms = forward_mix(logits, wide);
+    head.bwd_gemms = backward_mix(logits, wide);
   }
   units.push_back(head);
   return units;
@@ -234,6 +314,7 @@ Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& un
     if (unit.gemm_dim > 0)
       c.gemm_dim = c.gemm_dim > 0 ? std::min(c.gemm_dim, unit.gemm_dim) : unit.gemm_dim;
   }
+  c.gemms = op_mix(units, phase, u0, u1);
   c.kernels = std::max(c.kernels, 1);
   return c;
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "engine/scenario/scenario.hpp"
+#include "engine/workload/gemm_mix.hpp"
 
 namespace stratagem::workload {
 
@@ -41,6 +42,9 @@ struct Compute {
   double attention_flops = 0;
   double bytes = 0;     ///< HBM bytes of its memory-bound (non-GEMM) kernels
   double gemm_dim = 0;  ///< smallest GEMM dimension (efficiency curve); 0: not a GEMM
+  /// The GEMMs behind `flops` (and `flops_16bit`) by shape, each costed at its own efficiency
+  /// (gemm_mix.hpp); null: every GEMM at gemm_dim's.
+  GemmMixPtr gemms;
   /// HBM bytes its GEMMs read and write at least (inputs, weights, outputs once each): the
   /// memory side of each GEMM's roofline, which a formula efficiency curve does not include.
   double gemm_bytes = 0;
@@ -70,6 +74,9 @@ struct Unit {
   double recompute_flops = 0;       ///< GEMM FLOPs a recompute op spends per micro-batch
   double recompute_attn_flops = 0;  ///< fused-attention FLOPs it spends (full recompute)
   double gemm_dim = 0;
+  /// Its GEMMs by shape (gemm_mix.hpp): forward, backward (input and weight gradients), and
+  /// what a recompute reruns; null for a measured model's units.
+  GemmMixPtr fwd_gemms, bwd_gemms, recompute_gemms;
   /// Bytes its forward GEMMs move (e·(MK + KN + MN) summed over them); a backward's input-
   /// and weight-gradient GEMMs each touch the same three matrices: twice this.
   double fwd_gemm_bytes = 0;

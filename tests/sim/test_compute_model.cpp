@@ -11,7 +11,9 @@
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/presets.hpp"
 #include "engine/scenario/scenario.hpp"
+#include "engine/workload/units.hpp"
 #include "sim/compute_model.hpp"
+#include "sim/gemm_cost.hpp"
 
 namespace stratagem::sim {
 namespace {
@@ -139,6 +141,82 @@ TEST(ComputeModel, AttentionKernelWithoutFiguresIsRefused) {
   EXPECT_THROW(scenario::parse_scenario(j, "t"), SpecError);
   j = gpt(2048, "fa3");
   EXPECT_THROW(scenario::parse_scenario(j, "t"), SpecError);
+}
+
+// Wave quantization (gemm_cost.hpp), by hand: the output's tiles run one per SM per wave.
+TEST(GemmCost, WaveUtilizationByHand) {
+  // 8192×4096 on 132 SMs (H100 SXM5): 256×128 tiles: 32·32 = 1,024 tiles, ceil(7.76) = 8
+  // waves; 128×128: 2,048 tiles, 16 waves: either way 1,024 / 1,056 of the SMs' slots.
+  EXPECT_DOUBLE_EQ(wave_utilization(8192, 4096, 4096, 132), 1024.0 / 1056.0);
+  // One tile too many for a wave of 128×128 tiles (133 on 132 SMs): the best is 256×128's
+  // 67 tiles in one wave (K 128 cannot be split): 67 / 132.
+  EXPECT_DOUBLE_EQ(wave_utilization(133 * 128, 128, 128, 132), 67.0 / 132.0);
+  // 132 tiles of 128×128 fill one wave exactly.
+  EXPECT_DOUBLE_EQ(wave_utilization(132 * 128, 128, 4096, 132), 1.0);
+  // A weight gradient with few output tiles and a long K (h × kv-heads·d/tp over 8,192
+  // tokens): split-K fills the wave. 256×128: 32 tiles, 4 splits = 128 blocks of 132.
+  EXPECT_DOUBLE_EQ(wave_utilization(8192, 128, 8192, 132), 128.0 / 132.0);
+  // ... but not with a short K: 32 tiles, K 128 allows no split; 128×128: 64 tiles.
+  EXPECT_DOUBLE_EQ(wave_utilization(8192, 128, 128, 132), 64.0 / 132.0);
+  EXPECT_DOUBLE_EQ(wave_utilization(8192, 4096, 4096, 0), 1.0);  // SM count not given
+}
+
+// An op's GEMMs by shape: each at curve(its smallest dimension) · its waves, summed, and the
+// total scaled to the op's FLOPs (a TP chain's piece pays its FLOP share).
+TEST(GemmCost, EachShapeAtItsOwnEfficiency) {
+  nlohmann::json j = gpt(2048);
+  j["cluster"] = "dgx-h100";
+  scenario::GpuSpec gpu = scenario::parse_scenario(j, "t").cluster.gpu;
+  EXPECT_EQ(gpu.sm_count, 132);  // H100 SXM5 (preset source)
+  gpu.sm_count = 0;              // the curve alone first
+  const RooflineModel roof(gpu, default_host(8));
+  plan::Compute op;
+  op.dtype = scenario::DType::bf16;
+  op.kernels = 0;
+  const double big = 2.0 * 8192 * 8192 * 8192, small = 2.0 * 8192 * 128 * 8192;
+  op.gemms = workload::gemm_mix({{8192, 8192, 8192, big, false}, {8192, 128, 8192, small, false}});
+  op.flops = big + small;
+  const double peak = 989.4e12, max = 0.8, half = 128;
+  const double want =
+      big / (peak * max * 8192 / (8192 + half)) + small / (peak * max * 128 / (128 + half));
+  EXPECT_NEAR(roof.duration(op), want, want * 1e-12);
+  // Half the FLOPs (a piece of the unit): half the time.
+  op.flops /= 2;
+  EXPECT_NEAR(roof.duration(op), want / 2, want * 1e-12);
+  // With the SM count, each shape also pays its waves.
+  op.flops = big + small;
+  gpu.sm_count = 132;
+  const double waved =
+      big / (peak * max * 8192 / (8192 + half) * wave_utilization(8192, 8192, 8192, 132)) +
+      small / (peak * max * 128 / (128 + half) * wave_utilization(8192, 128, 8192, 132));
+  EXPECT_NEAR(RooflineModel(gpu, default_host(8)).duration(op), waved, waved * 1e-12);
+  EXPECT_GT(waved, want);
+}
+
+// Per-shape costs tell a fused QKV GEMM from separate q, k, v GEMMs: with grouped-query
+// attention at tp 8 (Llama 3 70B: 8 KV heads of 128) each of k and v is a T×128×h GEMM, at
+// a quarter of the curve's maximum... so the eager stack's block forward GEMMs take longer
+// than Megatron's fused T×1280×h QKV, for the same FLOPs.
+TEST(GemmCost, SeparateKvGemmsUnderTpCostMoreThanFusedQkv) {
+  auto block_gemm_seconds = [](const char* stack) {
+    nlohmann::json j = {
+        {"model", "llama3-70b"},
+        {"cluster", "dgx-h100"},
+        {"strategy",
+         {{"tp", 8}, {"micro_batch_size", 1}, {"mixed_precision", "bf16"}, {"stack", stack}}},
+        {"training", {{"seq_len", 8192}, {"global_batch", 8}}}};
+    const auto s = scenario::parse_scenario(j, "t");
+    const auto plan = plan::build_plan(s);
+    plan::Compute op =
+        workload::units_work(s.strategy, plan.layout.units, plan::Phase::forward, 1, 2);
+    op.bytes = op.gemm_bytes = op.attention_flops = 0;
+    op.kernels = 0;
+    return std::make_pair(op.flops, scenario_roofline(s, default_host(8)).duration(op));
+  };
+  const auto [eager_flops, eager_s] = block_gemm_seconds("pytorch");
+  const auto [fused_flops, fused_s] = block_gemm_seconds("megatron");
+  EXPECT_DOUBLE_EQ(eager_flops, fused_flops);
+  EXPECT_GT(eager_s, fused_s * 1.01);
 }
 
 }  // namespace
