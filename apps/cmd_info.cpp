@@ -75,6 +75,11 @@ Figures compute(const scenario::Scenario& s) {
     f.flops_recompute = m.layers * scenario::block_forward_flops_per_token(m, seq);
   } else if (scenario::effective_recompute(s.strategy) == scenario::Recompute::selective) {
     f.flops_recompute = 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
+  } else if (s.strategy.recompute == scenario::Recompute::selective_op) {
+    // torchtitan's per-op policy: the linears it does not save (and eager attention's core).
+    f.flops_recompute = m.layers * scenario::per_op_recompute_flops_per_token(m, 1);
+    if (s.strategy.attention == scenario::Attention::eager)
+      f.flops_recompute += 4.0 * m.layers * static_cast<double>(m.hidden) * seq;
   }
   f.element_bytes = scenario::compute_param_bytes(s.strategy.precision);
   const scenario::ActivationLayout layout{s.strategy.tp, s.strategy.sequence_parallel,
@@ -105,6 +110,12 @@ std::string activation_formula(const scenario::StrategySpec& st) {
   const std::string sbh = sl + "·b·h";
   if (r == scenario::Recompute::full) {
     return "2·" + sbh + (sp ? "/t" : "") + " (full recomputation: the layer input only)";
+  }
+  if (r == scenario::Recompute::selective_op) {
+    return "torchtitan's per-op checkpointing: the layer input + the outputs of every other "
+           "linear (wq, wv, w1, w2 / fc1) + the attention output and log-sum-exp" +
+           std::string(sp ? " + the two reduce-scatter outputs" : "") +
+           " (linears with a bias run as addmm, not saved)";
   }
   std::string f;
   if (!tp) {
@@ -306,16 +317,24 @@ void print_report(const scenario::Scenario& s, const Figures& f) {
   if (st.tp > 1) per_rank += ", t = " + std::to_string(st.tp);
   if (st.cp > 1) per_rank += ", cp = " + std::to_string(st.cp);
   if (!per_rank.empty()) per_rank += ", per rank";
-  std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
-              activation_formula(st).c_str(), f.element_bytes, per_rank.c_str());
+  const bool per_op = st.recompute == scenario::Recompute::selective_op;
+  if (per_op) {
+    std::printf("  %s (e = %g%s)\n", activation_formula(st).c_str(), f.element_bytes,
+                per_rank.c_str());
+  } else {
+    std::printf("  %s bytes x e/2 (the table counts 16-bit elements; e = %g%s)\n",
+                activation_formula(st).c_str(), f.element_bytes, per_rank.c_str());
+  }
   if (st.recompute == scenario::Recompute::selective &&
       st.attention == scenario::Attention::flash) {
     std::printf(
         "  selective recomputation recomputes the attention core, which flash attention keeps "
         "no s×s tensors of: it saves nothing and is not planned\n");
   }
-  std::printf("    = %s bytes = %s (Korthikanti et al. 2022, table 2)\n",
-              grouped(f.act_layer).c_str(), bytes_text(f.act_layer).c_str());
+  std::printf("    = %s bytes = %s (%s)\n", grouped(f.act_layer).c_str(),
+              bytes_text(f.act_layer).c_str(),
+              per_op ? "torchtitan/distributed/activation_checkpoint.py"
+                     : "Korthikanti et al. 2022, table 2");
   std::printf("  x %lld layers = %s per micro-batch in flight\n", static_cast<long long>(m.layers),
               bytes_text(f.act_layer * l).c_str());
   if (st.tp > 1) {

@@ -128,6 +128,12 @@ void check_runtime_strategy(const scenario::StrategySpec& st) {
                         std::to_string(st.cp) +
                         "); simulate it with `stratagem sim` or `stratagem compare`");
   }
+  if (st.recompute == scenario::Recompute::selective_op) {
+    throw SpecError("strategy.recompute",
+                    "the real runtime checkpoints whole blocks or the attention core, not "
+                    "torchtitan's per-op policy (selective-op); simulate it, or run with "
+                    "'selective' or 'full'");
+  }
   if (st.precision == scenario::Precision::fp8) {
     throw SpecError("strategy.mixed_precision",
                     "the real runtime has no fp8 GEMMs (Transformer Engine or torchao float8 on "

@@ -238,6 +238,51 @@ double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
                 head_forward_flops_per_token(m, seq_len));
 }
 
+std::vector<LinearShape> block_linears(const ModelSpec& m, int tp) {
+  const double t = tp, h = static_cast<double>(m.hidden), kv = kv_dim(m);
+  const double f = static_cast<double>(m.ffn_hidden);
+  std::vector<LinearShape> linears{{h / t, h}, {kv / t, h}, {kv / t, h}, {h, h / t}};  // q k v o
+  if (m.mlp == MlpKind::swiglu) {
+    linears.insert(linears.end(), {{f / t, h}, {f / t, h}, {h, f / t}});  // w1, w3, w2
+  } else {
+    linears.insert(linears.end(), {{f / t, h}, {h, f / t}});  // fc1, fc2
+  }
+  return linears;
+}
+
+double per_op_recompute_flops_per_token(const ModelSpec& m, int tp) {
+  const std::vector<LinearShape> linears = block_linears(m, tp);
+  double flops = 0;
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (!per_op_checkpoint_saves(m, i)) flops += 2.0 * linears[i].out * linears[i].in;
+  }
+  return flops;
+}
+
+bool per_op_checkpoint_saves(const ModelSpec& m, std::size_t linear) {
+  return !m.bias && linear % 2 == 0;
+}
+
+double per_op_checkpoint_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
+                               double e, ActivationLayout layout) {
+  const double t = layout.tp;
+  const double tokens = static_cast<double>(seq_len) / layout.cp * static_cast<double>(micro_batch);
+  const double h = static_cast<double>(m.hidden);
+  const bool sp = layout.sequence_parallel && layout.tp > 1;
+  // The block's input, which the checkpoint wrapper keeps.
+  double bytes = e * tokens * h / (sp ? t : 1.0);
+  const std::vector<LinearShape> linears = block_linears(m, layout.tp);
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (per_op_checkpoint_saves(m, i)) bytes += e * tokens * linears[i].out;
+  }
+  // The fused attention's output and fp32 log-sum-exp per head and row (eager attention's
+  // batched matmuls and softmax are not on the list: recomputed).
+  if (layout.flash) bytes += e * tokens * h / t + 4.0 * tokens * static_cast<double>(m.heads) / t;
+  // Sequence parallelism's two reduce-scatters (after the projection and MLP-out).
+  if (sp) bytes += 2.0 * e * tokens * h / t;
+  return bytes;
+}
+
 double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
                                   std::int64_t micro_batch, Recompute recompute,
                                   double bytes_per_element, ActivationLayout layout) {
@@ -246,6 +291,9 @@ double activation_bytes_per_layer(const ModelSpec& m, std::int64_t seq_len,
     const double scale = bytes_per_element / m.measured->element_bytes;
     if (recompute == Recompute::full) return b * m.measured->boundary_bytes * scale;
     return b * mean_block(*m.measured, &MeasuredUnit::activation_bytes) * scale;
+  }
+  if (recompute == Recompute::selective_op) {
+    return per_op_checkpoint_bytes(m, seq_len, micro_batch, bytes_per_element, layout);
   }
   const double scale = bytes_per_element / 2.0;  // the table is for 16-bit activations
   const double t = layout.tp, local = s / layout.cp;

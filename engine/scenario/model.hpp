@@ -16,7 +16,11 @@ enum class ModelKind { decoder, encoder };
 enum class MlpKind { gelu, swiglu };
 enum class NormKind { layernorm, rmsnorm };
 enum class PositionKind { learned, rotary };
-enum class Recompute { none, selective, full };
+/// Activation recomputation: none; Megatron's selective (the attention core); torchtitan's
+/// per-op selective checkpointing (selective_op: save every other matmul's output, the
+/// attention output and the reduce-scatter outputs, recompute the rest); full (each block's
+/// input only).
+enum class Recompute { none, selective, selective_op, full };
 
 /// One unit of a measured model: what Accelerator::export_scenario() measured on a user's
 /// LibTorch model, per sample (one row of the batch).
@@ -119,6 +123,32 @@ struct ActivationLayout {
   bool flash = false;       ///< fused attention: no s×s tensors, a fp32 log-sum-exp per row
   bool fp8_inputs = false;  ///< the linear layers' inputs saved in fp8 (1 byte, not 2)
 };
+
+/// One linear layer on one tensor-parallel rank: its output and input widths.
+struct LinearShape {
+  double out = 0, in = 0;
+};
+
+/// One block's linear layers on one tensor-parallel rank, in the order torchtitan's Llama (and
+/// HuggingFace's) runs them: wq, wk, wv, wo, then w1, w3, w2 (SwiGLU) or fc1, fc2. The
+/// row-parallel wo and w2/fc2 read a 1/t share and write their full-width partial sums.
+std::vector<LinearShape> block_linears(const ModelSpec& m, int tp);
+
+/// Whether torchtitan's per-op selective checkpointing (torchtitan/distributed/
+/// activation_checkpoint.py, `_get_custom_policy`: `aten.mm` outputs are saved when the
+/// block's mm count is odd, recomputed when even) saves linear `linear` of block_linears. A linear
+/// with a bias runs as `aten.addmm`, which the policy does not list: recomputed.
+bool per_op_checkpoint_saves(const ModelSpec& m, std::size_t linear);
+
+/// Activation bytes one block keeps under that policy, per micro-batch, on one rank: its input
+/// (the checkpoint wrapper's; /t with sequence parallelism), the saved linears' outputs, the
+/// fused attention's output and log-sum-exp (its `_save_list`), and with sequence parallelism
+/// the outputs of the two reduce-scatters (also listed); everything else is recomputed.
+double per_op_checkpoint_bytes(const ModelSpec& m, std::int64_t seq_len, std::int64_t micro_batch,
+                               double bytes_per_element, ActivationLayout layout);
+
+/// The FLOPs per token of the linears that policy runs again in backward, on one TP rank.
+double per_op_recompute_flops_per_token(const ModelSpec& m, int tp);
 
 /// Activation bytes one block keeps for backward, per micro-batch, on one rank, at 16-bit
 /// precision (Korthikanti et al. 2022, table 2), with t = tp, a = heads, s' = s/cp the rank's

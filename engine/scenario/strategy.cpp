@@ -87,6 +87,8 @@ const char* to_string(Recompute r) {
       return "none";
     case Recompute::selective:
       return "selective";
+    case Recompute::selective_op:
+      return "selective-op";
     case Recompute::full:
       return "full";
   }
@@ -144,6 +146,12 @@ StackRefusal stack_refusal(const StrategySpec& s) {
                       "block (blockwise) or per MX block (mxfp8)"
                     : "torchao scales per tensor (tensorwise), per row (rowwise) or per MX block "
                       "(mxfp8); blockwise is Transformer Engine's (stack 'megatron')")};
+  }
+  if (s.recompute == Recompute::selective_op && s.stack != Stack::pytorch) {
+    return {"recompute",
+            std::string("selective-op is torchtitan's per-op checkpointing policy (stack "
+                        "'pytorch'); stack '") +
+                to_string(s.stack) + "' recomputes by module: use 'selective' or 'full'"};
   }
   if (s.async_tp) {
     if (s.tp <= 1 || !s.sequence_parallel) {
@@ -300,10 +308,12 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
       static_cast<int>(r.integer_or("loss_scale_window", 1000, 1, 1 << 30));
   s.loss_scale.hysteresis = static_cast<int>(r.integer_or("hysteresis", 2, 1, 1 << 20));
   s.loss_scale.min_loss_scale = r.number_or("min_loss_scale", 1.0, 1e-30, 1e30);
-  const std::string rc = r.choice_or("recompute", "none", {"none", "selective", "full"});
-  s.recompute = rc == "full"        ? Recompute::full
-                : rc == "selective" ? Recompute::selective
-                                    : Recompute::none;
+  const std::string rc =
+      r.choice_or("recompute", "none", {"none", "selective", "selective-op", "full"});
+  s.recompute = rc == "full"           ? Recompute::full
+                : rc == "selective"    ? Recompute::selective
+                : rc == "selective-op" ? Recompute::selective_op
+                                       : Recompute::none;
   s.bucket_mb = r.number_or("bucket_mb", 25.0, 1e-6, 1e9);
   const std::string opt = r.choice_or("optimizer", "adamw", {"adam", "adamw", "sgd"});
   s.optimizer = opt == "adam" ? Optimizer::adam : opt == "sgd" ? Optimizer::sgd : Optimizer::adamw;

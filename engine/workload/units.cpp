@@ -74,6 +74,19 @@ double quick_block_gemm_bytes(const scenario::ModelSpec& m, double tokens, doubl
   return bytes;
 }
 
+// The linears torchtitan's per-op selective checkpointing runs again in backward (those
+// scenario::per_op_checkpoint_saves does not save), as {tokens, out, in} on one TP rank.
+std::vector<std::array<double, 3>> recomputed_linears(const scenario::ModelSpec& m, double tokens,
+                                                      int tp) {
+  const std::vector<scenario::LinearShape> linears = scenario::block_linears(m, tp);
+  std::vector<std::array<double, 3>> gemms;
+  for (std::size_t i = 0; i < linears.size(); ++i) {
+    if (!scenario::per_op_checkpoint_saves(m, i))
+      gemms.push_back({tokens, linears[i].out, linears[i].in});
+  }
+  return gemms;
+}
+
 // The forward GEMMs {m, n, k} as a mix, and their backward: each m×k by k×n product's input
 // gradient (m×n by n×k) and weight gradient (k×m by m×n), as autograd runs a linear layer.
 GemmMixPtr forward_mix(const std::vector<std::array<double, 3>>& gemms, bool wide) {
@@ -187,6 +200,17 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
       // Only the (eager) attention core, softmax(QKᵀ)·V, is recomputed: 4·b·s²·h FLOPs /tp.
       block.recompute_flops = core;
       break;
+    case scenario::Recompute::selective_op: {
+      // torchtitan's per-op policy: the linears it does not save run again, and so does
+      // every pointwise op (and eager attention's matmuls and softmax; the fused kernel's
+      // output is saved).
+      for (const auto& [gm, gn, gk] : recomputed_linears(m, tokens, tp)) {
+        block.recompute_flops += 2.0 * gm * gn * gk;
+      }
+      if (!flash) block.recompute_flops += core;
+      block.recompute_pointwise = true;
+      break;
+    }
   }
   // The smallest GEMM dimension; tensor parallelism shards the hidden one (QKV and MLP-in
   // outputs, projection and MLP-out inputs).
@@ -197,6 +221,8 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
     block.fwd_gemms = forward_mix(quick_block_gemms(m, tokens, t), false);
     block.bwd_gemms = backward_mix(quick_block_gemms(m, tokens, t), false);
     if (recompute == scenario::Recompute::full) block.recompute_gemms = block.fwd_gemms;
+    if (recompute == scenario::Recompute::selective_op)
+      block.recompute_gemms = forward_mix(recomputed_linears(m, tokens, tp), false);
   } else {
     // The stack's kernels: what its memory-bound kernels move and how many it launches.
     const BlockKernels k = block_kernels(s);
@@ -210,10 +236,20 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
     block.bwd_launches = b.launches;
     block.fwd_gemms = gemm_mix(k.forward);
     block.bwd_gemms = gemm_mix(k.backward);
-    // A full recompute reruns the forward; selective the eager attention core's GEMMs.
-    block.recompute_gemms = recompute == scenario::Recompute::full
-                                ? block.fwd_gemms
-                                : gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
+    // A full recompute reruns the forward; selective the eager attention core's GEMMs;
+    // torchtitan's per-op policy the linears it does not save (and eager attention's core).
+    if (recompute == scenario::Recompute::full) {
+      block.recompute_gemms = block.fwd_gemms;
+    } else if (recompute == scenario::Recompute::selective_op) {
+      GemmMix mix;
+      for (const auto& [gm, gn, gk] : recomputed_linears(m, tokens, tp))
+        mix.push_back({gm, gn, gk, 2.0 * gm * gn * gk, false});
+      const GemmMixPtr core_gemms = gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
+      if (!flash && core_gemms) mix.insert(mix.end(), core_gemms->begin(), core_gemms->end());
+      block.recompute_gemms = gemm_mix(std::move(mix));
+    } else {
+      block.recompute_gemms = gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
+    }
   }
   for (std::int64_t l = 1; l <= m.layers; ++l) {
     block.name = "block " + std::to_string(l);
@@ -290,7 +326,8 @@ Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& un
         c.attention_flops += unit.recompute_attn_flops;
         // A full recompute reruns the forward's kernels; selective only the attention core's
         // (its saved s×s tensors' traffic).
-        if (unit.kernel_list && unit.recompute_flops >= unit.fwd_flops && unit.fwd_flops > 0) {
+        if (unit.kernel_list && ((unit.recompute_flops >= unit.fwd_flops && unit.fwd_flops > 0) ||
+                                 unit.recompute_pointwise)) {
           c.bytes += unit.fwd_bytes;
           c.kernels += unit.fwd_launches;
         } else {

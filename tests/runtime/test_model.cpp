@@ -11,6 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "engine/runtime/data.hpp"
+#include "engine/runtime/model_layout.hpp"
 #include "engine/runtime/model_units.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
@@ -305,6 +306,19 @@ TEST(ModelUnits, FusedAttentionMatchesEagerAttention) {
   EXPECT_NEAR(f.loss, e.loss, 1e-5 * std::abs(e.loss));
   for (std::size_t u = 0; u < params.size(); ++u) {
     EXPECT_TRUE(f.params[u].allclose(e.params[u], 1e-4, 1e-6)) << "unit " << u;
+  }
+}
+
+// torchtitan's per-op checkpointing is simulated only: the runtime checkpoints whole blocks or
+// the attention core, and says so naming the key.
+TEST(ModelUnits, PerOpCheckpointingIsRefusedByName) {
+  scenario::StrategySpec st;
+  st.recompute = scenario::Recompute::selective_op;
+  try {
+    runtime::check_runtime_strategy(st);
+    FAIL() << "accepted";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.recompute");
   }
 }
 

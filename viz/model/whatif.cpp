@@ -151,7 +151,9 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
     k.precision = parse_enum(value, path,
                              {Precision::no, Precision::fp16, Precision::bf16, Precision::fp8});
   } else if (key == "recompute") {
-    k.recompute = parse_enum(value, path, {Recompute::none, Recompute::selective, Recompute::full});
+    k.recompute = parse_enum(
+        value, path,
+        {Recompute::none, Recompute::selective, Recompute::selective_op, Recompute::full});
   } else if (key == "gpu") {
     scenario::preset(scenario::PresetKind::gpu, value, path);  // throws for unknown names
     k.gpu = value;

@@ -109,7 +109,8 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   enum_combo("precision", k.precision,
              {Precision::no, Precision::fp16, Precision::bf16, Precision::fp8});
   enum_combo("attention", k.attention, {scenario::Attention::flash, scenario::Attention::eager});
-  enum_combo("recompute", k.recompute, {Recompute::none, Recompute::selective, Recompute::full});
+  enum_combo("recompute", k.recompute,
+             {Recompute::none, Recompute::selective, Recompute::selective_op, Recompute::full});
   preset_combo("GPU", k.gpu, scenario::PresetKind::gpu, w.base.cluster.gpu.name);
   preset_combo("cluster", k.cluster, scenario::PresetKind::cluster, w.base.cluster.name);
   ImGui::PopItemWidth();
