@@ -139,6 +139,7 @@ PlanIndex::PlanIndex(const plan::StepPlan& plan, const CostModels& models) {
     }
     ActivityInfo a;
     a.bytes = t.bytes;
+    a.gather = t.gather;
     a.same_domain = domain_of(plan, all[t.send].rank) == domain_of(plan, all[t.recv].rank);
     activity.push_back(a);
     members_.push_back(t.send);

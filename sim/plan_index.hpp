@@ -34,6 +34,9 @@ struct ActivityInfo {
   std::int32_t group = -1;
   plan::CollectiveKind kind = plan::CollectiveKind::all_reduce;
   bool same_domain = false;  ///< a transfer between ranks of one NVLink domain
+  /// A transfer under Megatron-LM's scatter/gather (plan::Transfer::gather): after the
+  /// message, the receiver's TP group of this many ranks all-gathers the tensor.
+  std::int32_t gather = 1;
 };
 
 class PlanIndex {

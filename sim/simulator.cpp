@@ -447,6 +447,17 @@ void Run::launch(int a, double now) {
   phases_[slot] = act.group >= 0
                       ? models_.network->collective(act.kind, index_.group_shape[act.group], act.bytes)
                       : models_.network->p2p(act.same_domain, act.bytes);
+  if (act.gather > 1) {
+    // Megatron-LM's scatter/gather: the receiving TP group all-gathers the shares (its
+    // phases after the message's; a TP group spans ⌈gather / GPUs per node⌉ nodes).
+    const int per_node = std::min(act.gather, std::max(plan_.layout.gpus_per_node, 1));
+    const GroupShape tp{act.gather, (act.gather + per_node - 1) / per_node, per_node};
+    const CommPhases gather =
+        models_.network->collective(plan::CollectiveKind::all_gather, tp, act.bytes * act.gather);
+    CommPhases& ph = phases_[slot];
+    for (int i = 0; i < gather.count && ph.count < static_cast<int>(ph.phase.size()); ++i)
+      ph.add(gather.phase[i]);
+  }
   if (cold_s > 0 && phases_[slot].count > 0) phases_[slot].phase[0].latency_s += cold_s;
   start_activity(a, now);
 }

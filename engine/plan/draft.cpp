@@ -151,6 +151,7 @@ OpId Lowering::emit(int rank, const DraftOp& draft, const std::vector<OpId>& ids
       t.src = src;
       t.dst = dst;
       t.bytes = p->bytes;
+      t.gather = p->gather;
       plan.transfers.push_back(t);
       it->second = static_cast<int>(plan.transfers.size()) - 1;
     }

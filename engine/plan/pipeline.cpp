@@ -2,6 +2,13 @@
 
 namespace stratagem::plan {
 
+int pipeline_gather(const scenario::Scenario& s) {
+  const auto& st = s.strategy;
+  const bool split = st.stack == scenario::Stack::megatron_legacy && st.tp > 1 &&
+                     !st.sequence_parallel && !s.model.measured;
+  return split ? st.tp : 1;
+}
+
 double activation_message_bytes(const scenario::Scenario& s) {
   const double c = scenario::compute_param_bytes(s.strategy.precision);
   if (const auto& mm = s.model.measured) {
@@ -9,7 +16,7 @@ double activation_message_bytes(const scenario::Scenario& s) {
   }
   const double full = static_cast<double>(s.training.seq_len) * s.strategy.micro_batch_size *
                       static_cast<double>(s.model.hidden) * c;
-  return s.strategy.sequence_parallel ? full / s.strategy.tp : full;
+  return s.strategy.sequence_parallel ? full / s.strategy.tp : full / pipeline_gather(s);
 }
 
 void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
@@ -22,6 +29,7 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
   const int prev_rank = L.rank_of((stage - 1 + st.pp) % st.pp, c.dp, c.tp, c.cp);
   const int next_rank = L.rank_of((stage + 1) % st.pp, c.dp, c.tp, c.cp);
   const double bytes = activation_message_bytes(ctx.scenario);
+  const int gather = pipeline_gather(ctx.scenario);
   auto p2p = [&](bool send, int peer, bool gradient, int chunk, int mb) {
     P2P p;
     p.send = send;
@@ -30,6 +38,7 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
     p.microbatch = mb;
     p.chunk = chunk;  // the sending side's chunk, so both ends name a message alike
     p.gradient = gradient;
+    p.gather = gather;
     return p;
   };
   DraftRef recv = kNoDraft;

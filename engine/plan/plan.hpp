@@ -96,6 +96,10 @@ struct P2P {
   int microbatch = 0;
   int chunk = 0;
   bool gradient = false;  ///< false: activations going forward; true: gradients going back
+  /// > 1: Megatron-LM's scatter/gather in the pipeline: the message is this rank's 1/gather
+  /// share of the tensor, and the receiver all-gathers the shares over its TP group
+  /// (pipeline.hpp). 1: the whole tensor.
+  int gather = 1;
 };
 
 using Payload = std::variant<Compute, Collective, P2P>;
@@ -146,6 +150,7 @@ struct Transfer {
   OpId recv = kNoOp;
   int src = 0, dst = 0;
   double bytes = 0;
+  int gather = 1;  ///< P2P::gather of its two ends
 };
 
 struct RankCoord {

@@ -134,6 +134,7 @@ nlohmann::json rank_to_json(const StepPlan& plan, int rank) {
                     {"chunk", p.chunk},
                     {"gradient", p.gradient},
                     {"transfer", p.transfer}});
+          if (p.gather > 1) j["gather"] = p.gather;
         }
         j["deps"] = std::vector<OpId>(plan.deps_of(op).begin(), plan.deps_of(op).end());
         nlohmann::json fx = nlohmann::json::array();

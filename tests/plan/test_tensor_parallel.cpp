@@ -11,6 +11,7 @@
 #include "engine/scenario/presets.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/tp_chain.hpp"
+#include "sim/simulate.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -496,6 +497,52 @@ TEST(PlanSize, MicroBatchCapsAndPlanSizeAreCheckedUpFront) {
                       {"cluster", "dgx-a100-80gb"},
                       {"strategy", {{"dp", 12132676}, {"pp", 354}}}};
   EXPECT_EQ(error_path_of(j), "strategy.dp");
+}
+
+}  // namespace
+}  // namespace stratagem
+
+namespace stratagem {
+namespace {
+
+// Megatron-LM's scatter/gather in the pipeline (stack megatron-legacy, TP without sequence
+// parallelism): each TP rank sends its 1/tp share of s·b·h and the receiving stage
+// all-gathers the shares over its TP group; the other stacks send the whole replicated tensor,
+// and sequence parallelism's message is already the 1/tp slice.
+TEST(TensorParallel, MegatronLmScattersPipelineMessagesAcrossTheTpGroup) {
+  auto messages = [](const char* stack, bool sp) {
+    nlohmann::json st = {{"dp", 1},
+                         {"tp", 4},
+                         {"pp", 2},
+                         {"grad_accum", 2},
+                         {"mixed_precision", "bf16"},
+                         {"stack", stack},
+                         {"sequence_parallel", sp}};
+    const auto s = test::small_scenario(st);
+    const auto p = plan::build_plan(s, {.fold = false});
+    std::pair<double, int> first{0, 0};
+    for (const auto& op : p.ops) {
+      if (const auto* t = std::get_if<plan::P2P>(&op.payload)) {
+        first = {t->bytes, t->gather};
+        EXPECT_EQ(p.transfers[t->transfer].gather, t->gather);
+        break;
+      }
+    }
+    return std::make_pair(first, sim::simulate(s).metrics.step_time_s);
+  };
+  const double full = 1024.0 * 1024 * 2;  // s·b·h in bf16
+  const auto [legacy, legacy_s] = messages("megatron-legacy", false);
+  EXPECT_DOUBLE_EQ(legacy.first, full / 4);
+  EXPECT_EQ(legacy.second, 4);
+  const auto [eager, eager_s] = messages("pytorch", false);
+  EXPECT_DOUBLE_EQ(eager.first, full);
+  EXPECT_EQ(eager.second, 1);
+  const auto [sp, sp_s] = messages("megatron-legacy", true);
+  EXPECT_DOUBLE_EQ(sp.first, full / 4);
+  EXPECT_EQ(sp.second, 1);
+  EXPECT_GT(legacy_s, 0);
+  EXPECT_GT(eager_s, 0);
+  EXPECT_GT(sp_s, 0);
 }
 
 }  // namespace
