@@ -102,13 +102,11 @@ int run(const Options& o) {
   // Resolve the world size first so the starting strategy validates.
   scenario::ClusterSpec c = scenario::parse_cluster(
       scenario::resolve_preset(scenario::PresetKind::cluster, cluster, "--cluster"), "--cluster");
+  // The starting strategy is plain data parallelism over every GPU, with one sample per GPU;
+  // the search's candidates take the asked global batch, each dividing it by its own dp (a
+  // global batch that the whole world does not divide can still suit tp × pp × cp > 1).
   base_json["strategy"] = {{"dp", c.world_size()}, {"micro_batch_size", 1}};
-  if (o.global_batch % c.world_size() != 0) {
-    throw SpecError("--global_batch", std::to_string(o.global_batch) +
-                                          " is not a multiple of the cluster's " +
-                                          std::to_string(c.world_size()) + " GPUs");
-  }
-  base_json["training"]["global_batch"] = o.global_batch;
+  base_json["training"]["global_batch"] = c.world_size();
   {
     scenario::StrategySpec st;  // the flags alone, checked as parsing checks them
     scenario::apply_stack_flags(st, {o.stack, o.compile, ""}, c.gpu);
@@ -116,6 +114,7 @@ int run(const Options& o) {
     if (o.compile) base_json["strategy"]["compile"] = true;
   }
   auto base = scenario::parse_scenario(base_json, "search");
+  base.training.global_batch = o.global_batch;
   if (profile) {
     scenario::apply_profile(base, *profile);
     c = base.cluster;

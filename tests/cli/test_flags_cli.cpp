@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "tests/cli/cli_util.hpp"
 
 namespace stratagem::test {
@@ -39,6 +41,28 @@ TEST(FlagsCli, AKeySetToNullIsRefusedNamingIt) {
              R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8, "tp": null},
                  "training": {"seq_len": 1024, "global_batch": 64}})");
   expect_refused("info " + dir + "/s.json", "strategy.tp: null is not a value here");
+}
+
+}  // namespace
+}  // namespace stratagem::test
+
+namespace stratagem::test {
+namespace {
+
+// A global batch the whole cluster does not divide still suits a strategy whose dp divides it
+// (#40): 12 on 8 GPUs is tp 2 × dp 4 (3 samples per replica) or tp 4 × dp 2, and every
+// configuration listed says a dp that divides 12.
+TEST(FlagsCli, SearchTakesAGlobalBatchSomeDpDivides) {
+  const CliResult r = run_cli(
+      "search --model gpt2 --cluster dgx-a100-80gb --global_batch 12 --seq_len 1024 "
+      "--top 3 --quiet --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["best"].empty()) << r.out.substr(0, 400);
+  for (const auto& c : j["best"]) {
+    const int dp = c["strategy"]["dp"];
+    EXPECT_EQ(12 % dp, 0) << c.dump();
+  }
 }
 
 }  // namespace
