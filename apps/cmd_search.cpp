@@ -114,7 +114,6 @@ int run(const Options& o) {
     if (o.compile) base_json["strategy"]["compile"] = true;
   }
   auto base = scenario::parse_scenario(base_json, "search");
-  base.training.global_batch = o.global_batch;
   if (profile) {
     scenario::apply_profile(base, *profile);
     c = base.cluster;
@@ -123,6 +122,7 @@ int run(const Options& o) {
     scenario::apply_fitted_profile(base, *fitted);
     c = base.cluster;
   }
+  base.training.global_batch = o.global_batch;  // the candidates' (see above)
 
   tune::SearchOptions options;
   options.keep_top = o.exhaustive ? 0 : o.top;  // --top is at least 1
