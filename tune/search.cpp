@@ -79,6 +79,11 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
                         attention == scenario::Attention::flash) {
                       continue;
                     }
+                    // torchtitan's per-op policy belongs to its stack: not enumerated for others.
+                    if (recompute == scenario::Recompute::selective_op &&
+                        base.strategy.stack != scenario::Stack::pytorch) {
+                      continue;
+                    }
                     scenario::Scenario s = base;
                     auto& st = s.strategy;
                     st = scenario::StrategySpec{};

@@ -24,8 +24,10 @@ struct SearchOptions {
   /// Context parallelism (cp = 2, 4, … over the ranks of a TP index) is tried from this
   /// sequence length on (shorter sequences gain nothing from splitting); 0: never.
   std::int64_t context_parallel_from_seq_len = 16384;
+  /// selective-op (torchtitan's per-op checkpointing) is tried under the pytorch stack only.
   std::vector<scenario::Recompute> recomputes = {
-      scenario::Recompute::none, scenario::Recompute::selective, scenario::Recompute::full};
+      scenario::Recompute::none, scenario::Recompute::selective, scenario::Recompute::selective_op,
+      scenario::Recompute::full};
   int max_micro_batch_size = 64;
   int max_pp = 64;
   /// Branch and bound: simulate in order of an upper bound on throughput (from the compute
