@@ -11,6 +11,8 @@ namespace stratagem::measure {
 
 namespace {
 
+constexpr int kRounds = 3;
+
 // Mean time per call of `work` over `seconds` (after one warm-up call): measure_rate's loop.
 double time_per_call(const std::function<void()>& work, double seconds) {
   return 1.0 / measure_rate(
@@ -29,13 +31,22 @@ ComputeContention measure_compute_contention(comm::Communicator& comm,
                                              const c10::Device& device) {
   const int n = comm.world_size();
   const int rank = comm.rank();
-  double alone = 0;
-  for (int r = 0; r < n; ++r) {
+  // Load from outside the job (other programs, a CI's other tests) only ever lengthens a
+  // window: each time is the shortest of kRounds windows, alone and together interleaved so
+  // a burst of outside load falls on both alike.
+  double alone = 0, together = 0;
+  for (int round = 0; round < kRounds; ++round) {
+    for (int r = 0; r < n; ++r) {
+      comm.barrier({});
+      if (rank == r) {
+        const double t = time_per_call(work, seconds);
+        alone = round == 0 ? t : std::min(alone, t);
+      }
+    }
     comm.barrier({});
-    if (rank == r) alone = time_per_call(work, seconds);
+    const double t = time_per_call(work, seconds);
+    together = round == 0 ? t : std::min(together, t);
   }
-  comm.barrier({});
-  const double together = time_per_call(work, seconds);
   comm.barrier({});
   ComputeContention c;
   c.processes = n;

@@ -25,7 +25,8 @@ struct ComputeContention {
 
 /// Every rank of `comm` calls it together; every rank gets the same result. Each rank in turn
 /// runs `work` for `seconds` while the others wait in a barrier, then all run it for `seconds`
-/// at once. `work` must finish its device work before returning.
+/// at once; three such rounds, each time the shortest of its three windows (outside load only
+/// lengthens a window). `work` must finish its device work before returning.
 ComputeContention measure_compute_contention(comm::Communicator& comm,
                                              const std::function<void()>& work, double seconds,
                                              const c10::Device& device);
