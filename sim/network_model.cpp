@@ -181,6 +181,18 @@ CommPhases AlphaBetaNetwork::p2p(bool same_node, units::Bytes bytes) const {
   return out;
 }
 
+CommPhases NetworkModel::scattered_p2p(bool same_node, units::Bytes share, int gather,
+                                       int gpus_per_node) const {
+  CommPhases out = p2p(same_node, share);
+  const int per_node = std::min(gather, std::max(gpus_per_node, 1));
+  const GroupShape tp{gather, (gather + per_node - 1) / per_node, per_node};
+  const CommPhases all = collective(plan::CollectiveKind::all_gather, tp, share * gather);
+  for (int i = 0; i < all.count && out.count < static_cast<int>(out.phase.size()); ++i) {
+    out.add(all.phase[i]);
+  }
+  return out;
+}
+
 scenario::CommOp comm_op(plan::CollectiveKind kind) {
   switch (kind) {
     case plan::CollectiveKind::all_reduce:

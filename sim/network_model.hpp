@@ -58,6 +58,11 @@ class NetworkModel {
   virtual CommPhases collective(plan::CollectiveKind kind, const GroupShape& group,
                                 units::Bytes bytes) const = 0;
   virtual CommPhases p2p(bool same_node, units::Bytes bytes) const = 0;
+  /// A pipeline message under Megatron-LM's scatter/gather (plan::P2P::gather): this rank's
+  /// `share` of the tensor as p2p, then the receiving TP group of `gather` ranks all-gathers
+  /// the whole tensor (gather · share bytes) over ⌈gather / gpus_per_node⌉ nodes. The phases
+  /// beyond CommPhases' three are dropped (a p2p is one phase, an all-gather at most two).
+  CommPhases scattered_p2p(bool same_node, units::Bytes share, int gather, int gpus_per_node) const;
 };
 
 // The single-link closed forms above.

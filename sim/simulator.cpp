@@ -444,20 +444,12 @@ void Run::launch(int a, double now) {
   }
   slot_of_[a] = slot;
   const ActivityInfo& act = index_.activity[a];
-  phases_[slot] = act.group >= 0
-                      ? models_.network->collective(act.kind, index_.group_shape[act.group], act.bytes)
-                      : models_.network->p2p(act.same_domain, act.bytes);
-  if (act.gather > 1) {
-    // Megatron-LM's scatter/gather: the receiving TP group all-gathers the shares (its
-    // phases after the message's; a TP group spans ⌈gather / GPUs per node⌉ nodes).
-    const int per_node = std::min(act.gather, std::max(plan_.layout.gpus_per_node, 1));
-    const GroupShape tp{act.gather, (act.gather + per_node - 1) / per_node, per_node};
-    const CommPhases gather =
-        models_.network->collective(plan::CollectiveKind::all_gather, tp, act.bytes * act.gather);
-    CommPhases& ph = phases_[slot];
-    for (int i = 0; i < gather.count && ph.count < static_cast<int>(ph.phase.size()); ++i)
-      ph.add(gather.phase[i]);
-  }
+  const NetworkModel& net = *models_.network;
+  phases_[slot] =
+      act.group >= 0 ? net.collective(act.kind, index_.group_shape[act.group], act.bytes)
+      : act.gather > 1
+          ? net.scattered_p2p(act.same_domain, act.bytes, act.gather, plan_.layout.gpus_per_node)
+          : net.p2p(act.same_domain, act.bytes);
   if (cold_s > 0 && phases_[slot].count > 0) phases_[slot].phase[0].latency_s += cold_s;
   start_activity(a, now);
 }

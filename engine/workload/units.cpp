@@ -104,24 +104,19 @@ GemmMixPtr backward_mix(const std::vector<std::array<double, 3>>& gemms, bool wi
   return gemm_mix(std::move(mix));
 }
 
-// The GEMM mix of `unit` for `phase` (null: none, or the unit does no GEMMs in it).
+// The GEMM mix of `unit` for `phase` (forward, backward or recompute).
 const GemmMixPtr& phase_mix(const Unit& unit, Phase phase) {
-  static const GemmMixPtr none;
-  switch (phase) {
-    case Phase::forward:
-      return unit.fwd_flops > 0 ? unit.fwd_gemms : none;
-    case Phase::backward:
-      return unit.fwd_flops > 0 ? unit.bwd_gemms : none;
-    case Phase::recompute:
-      return unit.recompute_flops > 0 ? unit.recompute_gemms : none;
-    default:
-      return none;
-  }
+  return phase == Phase::forward    ? unit.fwd_gemms
+         : phase == Phase::backward ? unit.bwd_gemms
+                                    : unit.recompute_gemms;
 }
 
 // The mix of an op over units [u0, u1): the units' own mix when they share one (a run of
 // blocks), else their mixes merged; null when a unit with GEMMs in this phase has none.
 GemmMixPtr op_mix(const std::vector<Unit>& units, Phase phase, int u0, int u1) {
+  if (phase != Phase::forward && phase != Phase::backward && phase != Phase::recompute) {
+    return nullptr;
+  }
   std::vector<std::pair<GemmMixPtr, int>> parts;
   for (int u = u0; u < u1; ++u) {
     const Unit& unit = units[u];
@@ -208,7 +203,6 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
         block.recompute_flops += 2.0 * gm * gn * gk;
       }
       if (!flash) block.recompute_flops += core;
-      block.recompute_pointwise = true;
       break;
     }
   }
@@ -241,12 +235,9 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
     if (recompute == scenario::Recompute::full) {
       block.recompute_gemms = block.fwd_gemms;
     } else if (recompute == scenario::Recompute::selective_op) {
-      GemmMix mix;
-      for (const auto& [gm, gn, gk] : recomputed_linears(m, tokens, tp))
-        mix.push_back({gm, gn, gk, 2.0 * gm * gn * gk, false});
       const GemmMixPtr core_gemms = gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
-      if (!flash && core_gemms) mix.insert(mix.end(), core_gemms->begin(), core_gemms->end());
-      block.recompute_gemms = gemm_mix(std::move(mix));
+      block.recompute_gemms = merge({{forward_mix(recomputed_linears(m, tokens, tp), false), 1},
+                                     {flash ? nullptr : core_gemms, 1}});
     } else {
       block.recompute_gemms = gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
     }
@@ -326,8 +317,9 @@ Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& un
         c.attention_flops += unit.recompute_attn_flops;
         // A full recompute reruns the forward's kernels; selective only the attention core's
         // (its saved s×s tensors' traffic).
+        // torchtitan's per-op checkpointing reruns every pointwise op of the forward too.
         if (unit.kernel_list && ((unit.recompute_flops >= unit.fwd_flops && unit.fwd_flops > 0) ||
-                                 unit.recompute_pointwise)) {
+                                 st.recompute == scenario::Recompute::selective_op)) {
           c.bytes += unit.fwd_bytes;
           c.kernels += unit.fwd_launches;
         } else {

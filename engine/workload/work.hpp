@@ -73,9 +73,6 @@ struct Unit {
   double full_act_bytes = 0;        ///< activations without recomputation (what recompute rebuilds)
   double recompute_flops = 0;       ///< GEMM FLOPs a recompute op spends per micro-batch
   double recompute_attn_flops = 0;  ///< fused-attention FLOPs it spends (full recompute)
-  /// A recompute reruns every memory-bound kernel of the forward (torchtitan's per-op
-  /// checkpointing recomputes all but the saved ops), not only those of the recomputed GEMMs.
-  bool recompute_pointwise = false;
   double gemm_dim = 0;
   /// Its GEMMs by shape (gemm_mix.hpp): forward, backward (input and weight gradients), and
   /// what a recompute reruns; null for a measured model's units.

@@ -11,7 +11,6 @@
 #include "engine/scenario/presets.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/tp_chain.hpp"
-#include "sim/simulate.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
 
@@ -528,21 +527,19 @@ TEST(TensorParallel, MegatronLmScattersPipelineMessagesAcrossTheTpGroup) {
         break;
       }
     }
-    return std::make_pair(first, sim::simulate(s).metrics.step_time_s);
+    return first;
   };
   const double full = 1024.0 * 1024 * 2;  // s·b·h in bf16
-  const auto [legacy, legacy_s] = messages("megatron-legacy", false);
+  const auto legacy = messages("megatron-legacy", false);
   EXPECT_DOUBLE_EQ(legacy.first, full / 4);
   EXPECT_EQ(legacy.second, 4);
-  const auto [eager, eager_s] = messages("pytorch", false);
+  const auto eager = messages("pytorch", false);
   EXPECT_DOUBLE_EQ(eager.first, full);
   EXPECT_EQ(eager.second, 1);
-  const auto [sp, sp_s] = messages("megatron-legacy", true);
+  const auto sp = messages("megatron-legacy", true);
   EXPECT_DOUBLE_EQ(sp.first, full / 4);
   EXPECT_EQ(sp.second, 1);
-  EXPECT_GT(legacy_s, 0);
-  EXPECT_GT(eager_s, 0);
-  EXPECT_GT(sp_s, 0);
+  // Its cost: NetworkModel.ScatteredP2pIsTheShareThenTheTpGroupsAllGather (tests/sim).
 }
 
 }  // namespace

@@ -141,5 +141,22 @@ TEST(NetworkModel, PointToPoint) {
   EXPECT_EQ(net.p2p(false, S).phase[0].link, LinkKind::inter_node);
 }
 
+// Megatron-LM's scatter/gather of a pipeline message (plan::P2P::gather): the 1/t share over
+// the network, then the receiving TP group's ring all-gather of the whole tensor on NVLink.
+TEST(NetworkModel, ScatteredP2pIsTheShareThenTheTpGroupsAllGather) {
+  const scenario::LinkSpec inter{25e9, 5e-6};
+  AlphaBetaNetwork net(kLink, inter, Algorithm::ring);
+  const double share = S / 8;
+  const CommPhases p = net.scattered_p2p(false, share, 8, 8);
+  ASSERT_EQ(p.count, 2);
+  EXPECT_EQ(p.phase[0].link, LinkKind::inter_node);
+  EXPECT_DOUBLE_EQ(p.phase[0].transfer_s + p.phase[0].latency_s, share / 25e9 + 5e-6);
+  EXPECT_EQ(p.phase[1].link, LinkKind::intra_node);
+  EXPECT_DOUBLE_EQ(p.phase[1].transfer_s, 7.0 / 8 * S / B);
+  EXPECT_DOUBLE_EQ(p.phase[1].latency_s, 7 * A);
+  // Cheaper than the whole tensor between nodes, as Megatron-LM meant it.
+  EXPECT_LT(p.total_s(), net.p2p(false, S).total_s());
+}
+
 }  // namespace
 }  // namespace stratagem::sim
