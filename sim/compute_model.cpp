@@ -37,8 +37,9 @@ RooflineModel::RooflineModel(scenario::GpuSpec gpu, HostSpec host, double fp8_ge
   }
 }
 
-double RooflineModel::gemm(double efficiency) const {
-  return std::min(1.0, efficiency * gpu_.gemm_scale);
+double RooflineModel::gemm(double efficiency, scenario::DType dtype) const {
+  const double scale = dtype == scenario::DType::fp8 ? gpu_.fp8_gemm_scale : gpu_.gemm_scale;
+  return std::min(1.0, efficiency * scale);
 }
 
 double RooflineModel::gemm_seconds(double flops, scenario::DType dtype, const plan::Compute& op,
@@ -52,14 +53,14 @@ double RooflineModel::gemm_seconds(double flops, scenario::DType dtype, const pl
   if (op.gemms) {
     for (const workload::GemmShape& g : *op.gemms) {
       if (g.wide != wide || g.flops <= 0) continue;
-      const double e = gemm(curve.at(std::min({g.m, g.n, g.k}))) *
+      const double e = gemm(curve.at(std::min({g.m, g.n, g.k})), dtype) *
                        wave_utilization(g.m, g.n, g.k, gpu_.sm_count);
       mix_flops += g.flops;
       mix_s += e > 0 ? g.flops / e : 0.0;
     }
   }
   if (mix_flops > 0) return flops * (mix_s / mix_flops) / peak;
-  const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max);
+  const double efficiency = gemm(op.gemm_dim > 0 ? curve.at(op.gemm_dim) : curve.max, dtype);
   return efficiency > 0 ? flops / (peak * efficiency) : 0.0;
 }
 

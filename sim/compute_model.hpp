@@ -48,8 +48,8 @@ class RooflineModel final : public ComputeModel {
   const HostSpec& host() const { return host_; }
 
  private:
-  /// A GEMM efficiency times the GPU's fitted gemm_scale, at most 1.
-  double gemm(double efficiency) const;
+  /// A GEMM efficiency times the GPU's fitted gemm_scale (fp8_gemm_scale for fp8), at most 1.
+  double gemm(double efficiency, scenario::DType dtype) const;
   /// Seconds `flops` of the op's GEMMs take in `dtype`: each shape of its mix (op.gemms,
   /// those with this `wide`) at curve(smallest dimension) · wave utilization (gemm_cost.hpp),
   /// else all at curve(op.gemm_dim).

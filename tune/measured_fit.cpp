@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -23,6 +24,13 @@ constexpr double kMinLogScale = -3.0;  // scales kept within e^±3 (0.05 … 20)
 constexpr double kMaxLogScale = 3.0;
 constexpr double kMaxSlowdown = 2.0;
 constexpr double kUndetermined = 1e-4;  // rms sensitivity below this: no run depends on it
+constexpr double kSeparable = 0.1;      // see GroupFit::fit
+
+double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  double s = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
 
 /// Solves A·x = b by Gaussian elimination with partial pivoting; false when singular.
 bool solve(Matrix a, std::vector<double> b, std::vector<double>& x) {
@@ -88,6 +96,16 @@ class GroupFit {
       : runs_(std::move(runs)), options_(o) {
     threads_ = o.threads > 0 ? o.threads
                              : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    // A GEMM efficiency cannot exceed the peak: its scale stops where the curve's maximum
+    // reaches 1.
+    upper_.assign(scenario::kFitParamCount, kMaxLogScale);
+    const scenario::GpuSpec& gpu = runs_.front()->scenario.cluster.gpu;
+    const auto cap = [&](FitParam p, scenario::DType d) {
+      const double top = gpu.efficiency(d).at(1e9);
+      if (top > 0) upper_[static_cast<int>(p)] = std::min(kMaxLogScale, -std::log(top));
+    };
+    cap(FitParam::gemm, scenario::DType::bf16);
+    if (gpu.peak_fp8 > 0) cap(FitParam::gemm_fp8, scenario::DType::fp8);
     plans_.reserve(runs_.size());
     for (const MeasuredRun* r : runs_) plans_.push_back(plan::build_plan(r->scenario));
   }
@@ -97,7 +115,13 @@ class GroupFit {
     expected_ = &expected;
     const std::size_t n = runs_.size();
     std::vector<int> active;
-    for (int p = 0; p < scenario::kFitParamCount; ++p) active.push_back(p);
+    for (int p = 0; p < scenario::kFitParamCount; ++p) {
+      const auto& only = options_.parameters;
+      if (only.empty() ||
+          std::find(only.begin(), only.end(), static_cast<FitParam>(p)) != only.end()) {
+        active.push_back(p);
+      }
+    }
     std::vector<double> theta(scenario::kFitParamCount, 0.0);  // neutral: log 1 = 0, slow-down 0
     std::vector<double> r0 = residuals(theta);
     const std::vector<double> before = r0;
@@ -106,10 +130,13 @@ class GroupFit {
     std::vector<int> kept;
     std::vector<double> norms;
     for (std::size_t c = 0; c < active.size(); ++c) {
-      double s = 0;
-      for (std::size_t i = 0; i < n; ++i) s += j[i][c] * j[i][c];
+      double s = 0, strongest = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        s += j[i][c] * j[i][c];
+        strongest = std::max(strongest, std::abs(j[i][c]));
+      }
       const double rms = std::sqrt(s / static_cast<double>(n));
-      if (rms >= kUndetermined) {
+      if (rms >= kUndetermined && strongest >= options_.min_sensitivity) {
         kept.push_back(active[c]);
         norms.push_back(rms);
       }
@@ -119,6 +146,35 @@ class GroupFit {
       const auto weakest = std::min_element(norms.begin(), norms.end()) - norms.begin();
       kept.erase(kept.begin() + weakest);
       norms.erase(norms.begin() + weakest);
+    }
+    // A parameter whose effect on the runs is (nearly) a combination of stronger ones' cannot
+    // be told apart from them by these runs: its column keeps less than a tenth of its length
+    // once the stronger columns are projected out (Gram–Schmidt, strongest first).
+    {
+      std::vector<std::size_t> by_norm(kept.size());
+      for (std::size_t c = 0; c < kept.size(); ++c) by_norm[c] = c;
+      std::sort(by_norm.begin(), by_norm.end(),
+                [&](std::size_t a, std::size_t b) { return norms[a] > norms[b]; });
+      std::vector<std::vector<double>> basis;
+      std::vector<int> separable;
+      for (std::size_t c : by_norm) {
+        const std::size_t col = static_cast<std::size_t>(
+            std::find(active.begin(), active.end(), kept[c]) - active.begin());
+        std::vector<double> v(n);
+        for (std::size_t i = 0; i < n; ++i) v[i] = j[i][col];
+        const double length = std::sqrt(dot(v, v));
+        for (const auto& e : basis) {
+          const double d = dot(v, e);
+          for (std::size_t i = 0; i < n; ++i) v[i] -= d * e[i];
+        }
+        const double rest = std::sqrt(dot(v, v));
+        if (rest < kSeparable * length) continue;
+        for (double& x : v) x /= rest;
+        basis.push_back(std::move(v));
+        separable.push_back(kept[c]);
+      }
+      std::sort(separable.begin(), separable.end());
+      kept = separable;
     }
     active = kept;
     std::vector<double> r = r0;
@@ -173,10 +229,10 @@ class GroupFit {
     return s;
   }
 
-  static void clamp(std::vector<double>& theta) {
+  void clamp(std::vector<double>& theta) const {
     for (int p = 0; p < scenario::kFitParamCount; ++p) {
       if (scenario::is_scale(static_cast<FitParam>(p))) {
-        theta[p] = std::clamp(theta[p], kMinLogScale, kMaxLogScale);
+        theta[p] = std::clamp(theta[p], kMinLogScale, upper_[p]);
       } else {
         theta[p] = std::clamp(theta[p], 0.0, kMaxSlowdown);
       }
@@ -241,7 +297,7 @@ class GroupFit {
       std::vector<double> t = theta;
       // Step away from a bound (the slow-down at 0 steps up, a scale at its cap down).
       const bool up =
-          scenario::is_scale(static_cast<FitParam>(p)) ? theta[p] + kStep <= kMaxLogScale : true;
+          scenario::is_scale(static_cast<FitParam>(p)) ? theta[p] + kStep <= upper_[p] : true;
       t[p] += up ? kStep : -kStep;
       steps.push_back(up ? kStep : -kStep);
       thetas.push_back(std::move(t));
@@ -303,6 +359,12 @@ class GroupFit {
         loo[i] = r[i] / std::max(1.0 - h, 1e-3);
       }
     }
+    // What the runs did not determine (the fit's curvature there was singular) stays neutral.
+    for (int p = 0; p < scenario::kFitParamCount; ++p) {
+      if (!fit.parameters[p].determined) {
+        fit.parameters[p].value = scenario::neutral_value(static_cast<FitParam>(p));
+      }
+    }
     fit.median_abs_error_before = median_abs_error(before);
     fit.median_abs_error_after = median_abs_error(r);
     fit.median_abs_error_loo = median_abs_error(loo);
@@ -313,6 +375,7 @@ class GroupFit {
 
   std::vector<const MeasuredRun*> runs_;
   std::vector<plan::StepPlan> plans_;
+  std::vector<double> upper_;  ///< per parameter: the largest value (log of a scale)
   MeasuredFitOptions options_;
   int threads_ = 1;
   long* done_ = nullptr;
@@ -320,6 +383,14 @@ class GroupFit {
 };
 
 }  // namespace
+
+/// One chip at one clock: the SM count and the tensor-core peaks (not the memory).
+std::string chip_of(const scenario::GpuSpec& g) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "sm%d/%.6g/%.6g/%.6g/%.6g", g.sm_count, g.peak_fp16, g.peak_bf16,
+                g.peak_fp8, g.peak_fp32);
+  return g.sm_count > 0 ? buf : g.name;  // no SM count: the name is all that identifies it
+}
 
 double log_residual(const MeasuredRun& run, const scenario::FitValues& values) {
   scenario::Scenario s = run.scenario;
@@ -333,10 +404,14 @@ scenario::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
   if (runs.empty()) throw SpecError("--measured", "no runs to fit");
   std::vector<std::string> order;
   std::map<std::string, std::vector<const MeasuredRun*>> by_gpu;
+  std::map<std::string, std::vector<std::string>> names;  // group → its GPU names
   for (const auto& r : runs) {
-    const std::string& g = r.scenario.cluster.gpu.name;
+    const scenario::GpuSpec& gpu = r.scenario.cluster.gpu;
+    const std::string g = options.per_chip ? chip_of(gpu) : gpu.name;
     if (!by_gpu.count(g)) order.push_back(g);
     by_gpu[g].push_back(&r);
+    auto& n = names[g];
+    if (std::find(n.begin(), n.end(), gpu.name) == n.end()) n.push_back(gpu.name);
   }
   scenario::FittedProfile profile;
   long done = 0;
@@ -344,7 +419,11 @@ scenario::FittedProfile fit_measured_runs(const std::vector<MeasuredRun>& runs,
   long expected = static_cast<long>(runs.size()) * (scenario::kFitParamCount + 2) * 8;
   for (const auto& g : order) {
     GroupFit group(by_gpu[g], options);
-    profile.gpus.push_back(group.fit(done, expected));
+    const scenario::GpuFit fit = group.fit(done, expected);
+    for (const auto& name : names[g]) {
+      profile.gpus.push_back(fit);
+      profile.gpus.back().gpu = name;
+    }
   }
   if (options.progress) options.progress(done, done);
   return profile;

@@ -34,6 +34,7 @@ std::vector<MeasuredRun> load_measured_runs(const std::string& file) {
       r.allow({"notes"});
       MeasuredRun run;
       run.id = r.string("id");
+      run.source = fs::path(file).stem().string();
       run.scenario = scenario::parse_scenario(r.at("scenario"), run.id);
       scenario::ObjectReader m(r.at("measured"), "measured");
       m.allow({"model_tflops_per_gpu", "mfu", "source"});

@@ -22,6 +22,9 @@ struct MeasuredRun {
   double tokens_per_s_per_gpu = 0;  ///< 0 when the step time was given instead
   double step_time_s = 0;           ///< 0 when tokens/s per GPU was given instead
   std::optional<double> peak_memory_GiB;
+  /// The table the run came from: its file's name without directory and extension
+  /// ("llm-foundry"); leave-one-source-out cross-validation holds out one source at a time.
+  std::string source;
 };
 
 /// Reads a .jsonl file; a malformed line is a SpecError "<file>:<line>: <path>: why".

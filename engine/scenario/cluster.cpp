@@ -108,6 +108,9 @@ constexpr DType kDTypes[] = {DType::fp32, DType::tf32, DType::fp16, DType::bf16,
 EfficiencyCurve parse_curve(const nlohmann::json& object, const std::string& path,
                             EfficiencyCurve curve) {
   ObjectReader e(object, path);
+  // Where the numbers come from, and a fitted maximum's value before the fit (bench/
+  // fit_defaults.py checks a fit against it); neither changes the curve.
+  e.allow({"source", "prior"});
   curve.max = e.number_or("max", curve.max, 0.01, 1.0);
   curve.half_dim = e.number_or("half_dim", curve.half_dim, 0, 1e6);
   if (const nlohmann::json* table = e.find("table")) {
@@ -300,6 +303,7 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   }
   g.kernel_launch_s = units::us_to_s(r.number_or("kernel_launch_us", 5.0, 0, 1e6));
   g.gemm_scale = r.number_or("gemm_scale", 1.0, 0.01, 100);
+  g.fp8_gemm_scale = r.number_or("fp8_gemm_scale", 1.0, 0.01, 100);
   g.attention_scale = r.number_or("attention_scale", 1.0, 0.01, 100);
   if (r.has("comm_compute_slowdown")) {
     g.comm_compute_slowdown = r.number("comm_compute_slowdown", 0, 100);
@@ -431,6 +435,7 @@ nlohmann::json to_json(const GpuSpec& g) {
   if (g.hbm_efficiency != 1.0) j["hbm_efficiency"] = {{"value", g.hbm_efficiency}};
   if (g.sm_count > 0) j["sm_count"] = {{"value", g.sm_count}};
   if (g.gemm_scale != 1.0) j["gemm_scale"] = g.gemm_scale;
+  if (g.fp8_gemm_scale != 1.0) j["fp8_gemm_scale"] = g.fp8_gemm_scale;
   if (g.attention_scale != 1.0) j["attention_scale"] = g.attention_scale;
   if (g.comm_compute_slowdown) j["comm_compute_slowdown"] = *g.comm_compute_slowdown;
   if (!g.measured_units.empty()) j["measured_units"] = measured_units_json(g.measured_units);

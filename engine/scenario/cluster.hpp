@@ -109,7 +109,10 @@ struct GpuSpec {
   /// Multipliers fitted to a team's measured runs (`stratagem calibrate --measured`, see
   /// fitted_profile.hpp): the GEMM and attention efficiencies are multiplied by them (and held
   /// at or below 1, the peak); 1 for the presets.
+  /// gemm_scale: GEMMs at 16 bits and wider; fp8_gemm_scale: fp8 GEMMs (another kernel family,
+  /// with its own measured maximum, fp8_matmul_efficiency).
   double gemm_scale = 1.0;
+  double fp8_gemm_scale = 1.0;
   double attention_scale = 1.0;
   /// Compute runs 1 + this times slower while communication kernels run on the device (they
   /// take SMs and HBM bandwidth); unset: 0, or a profile's measured value.

@@ -15,7 +15,8 @@ namespace stratagem::scenario {
 namespace {
 constexpr FitParam kParams[] = {FitParam::gemm,       FitParam::attention,
                                 FitParam::hbm,        FitParam::intra_link,
-                                FitParam::inter_link, FitParam::comm_compute_slowdown};
+                                FitParam::inter_link, FitParam::comm_compute_slowdown,
+                                FitParam::gemm_fp8};
 }  // namespace
 
 const char* to_string(FitParam p) {
@@ -32,8 +33,21 @@ const char* to_string(FitParam p) {
       return "inter_link_scale";
     case FitParam::comm_compute_slowdown:
       return "comm_compute_slowdown";
+    case FitParam::gemm_fp8:
+      return "fp8_gemm_scale";
   }
   return "?";
+}
+
+std::optional<FitParam> parse_fit_param(const std::string& name) {
+  for (FitParam p : kParams) {
+    const std::string full = to_string(p);
+    const std::string suffix = "_scale";
+    const bool scaled = full.size() > suffix.size() &&
+                        full.compare(full.size() - suffix.size(), suffix.size(), suffix) == 0;
+    if (name == full || (scaled && name == full.substr(0, full.size() - suffix.size()))) return p;
+  }
+  return std::nullopt;
 }
 
 bool is_scale(FitParam p) {
@@ -66,6 +80,7 @@ void apply_fit_values(Scenario& s, const FitValues& v) {
   auto& c = s.cluster;
   auto at = [&](FitParam p) { return v[static_cast<int>(p)]; };
   c.gpu.gemm_scale *= at(FitParam::gemm);
+  c.gpu.fp8_gemm_scale *= at(FitParam::gemm_fp8);
   c.gpu.attention_scale *= at(FitParam::attention);
   c.gpu.hbm_bandwidth *= at(FitParam::hbm);
   c.intra_node.bandwidth *= at(FitParam::intra_link);
@@ -99,6 +114,7 @@ bool is_fitted_profile(const nlohmann::json& doc) {
 FittedProfile parse_fitted_profile(const nlohmann::json& doc, const std::string& source) {
   try {
     ObjectReader r(doc, "");
+    r.allow({"cross_validation"});  // a report beside the fit, not read back
     check_document_format(r, kFittedProfileFormat, kFittedProfileVersion, "fitted profile");
     FittedProfile p;
     p.source = source;
@@ -170,12 +186,15 @@ nlohmann::json to_json(const FittedProfile& p) {
           {"gpus", gpus}};
 }
 
-void save_fitted_profile(const FittedProfile& p, const std::string& file) {
+void save_fitted_profile(const FittedProfile& p, const std::string& file,
+                         const nlohmann::json& cross_validation) {
+  nlohmann::json doc = to_json(p);
+  if (!cross_validation.is_null()) doc["cross_validation"] = cross_validation;
   // Written beside the target and renamed over it: an interrupted write leaves the old file.
   const std::string tmp = file + ".tmp";
   {
     std::ofstream out(tmp);
-    out << to_json(p).dump(2) << "\n";
+    out << doc.dump(2) << "\n";
     if (!out) throw RuntimeError("cannot write " + file);
   }
   if (std::rename(tmp.c_str(), file.c_str()) != 0) {
