@@ -20,12 +20,6 @@
 namespace stratagem::cli {
 namespace {
 
-std::string signed_percent(double e) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%+.1f%%", 100.0 * e);
-  return buf;
-}
-
 std::string utc_now() {
   const std::time_t t = std::time(nullptr);
   char buf[32];
@@ -68,6 +62,7 @@ nlohmann::json cross_validation_json(const tune::CrossValidation& cv) {
       const auto& r = f.held_out_rows[i];
       rows.push_back({{"id", r.id},
                       {"gpu", r.gpu},
+                      {"stack", r.stack},
                       {"error", r.error()},
                       {"unfitted_error", f.unfitted_rows[i].error()}});
     }

@@ -18,6 +18,7 @@
 #include "engine/scenario/presets.hpp"
 #include "engine/scenario/profile.hpp"
 #include "engine/scenario/scenario.hpp"
+#include "tune/expected_error.hpp"
 #include "tune/search.hpp"
 
 namespace stratagem::cli {
@@ -164,10 +165,28 @@ int run(const Options& o) {
     if (done == total) std::fprintf(stderr, "\n");
   };
   const auto result = tune::search(base, options, progress);
+  const std::string stack = scenario::to_string(base.strategy.stack);
+  const auto expected = tune::expected_error(c.gpu.name, stack);
+  // Within the expected error of the fastest: the simulator cannot tell them apart.
+  auto within = [&](const tune::Candidate& x) {
+    return expected && !result.ranked.empty() &&
+           x.tokens_per_s >= result.ranked.front().tokens_per_s * (1.0 - expected->median_abs);
+  };
   if (o.json) {
     nlohmann::json best = nlohmann::json::array(), front = nlohmann::json::array();
     for (int i = 0; i < std::min<int>(o.top, result.ranked.size()); ++i) {
       best.push_back(candidate_json(result.ranked[i]));
+      if (expected) best.back()["within_expected_error_of_best"] = within(result.ranked[i]);
+    }
+    nlohmann::json accuracy = nullptr;
+    if (expected) {
+      accuracy = {{"gpu", expected->gpu},
+                  {"stack", expected->stack},
+                  {"runs", expected->runs},
+                  {"tables", expected->tables},
+                  {"median_abs_error", expected->median_abs},
+                  {"p90_abs_error", expected->p90_abs},
+                  {"bias", expected->bias}};
     }
     for (int i : result.pareto) front.push_back(candidate_json(result.ranked[i]));
     std::cout << nlohmann::json{{"model", o.model},
@@ -180,6 +199,7 @@ int run(const Options& o) {
                                 {"memory_rejected", result.memory_rejected},
                                 {"simulated", result.simulated},
                                 {"pruned", result.pruned},
+                                {"expected_error", accuracy},
                                 {"best", best},
                                 {"pareto", front}}
                      .dump(2)
@@ -195,18 +215,35 @@ int run(const Options& o) {
       result.simulated, result.pruned, options.keep_top);
   std::printf("Training stack: %s (--stack to change).\n",
               scenario::stack_text(base.strategy).c_str());
+  if (expected) {
+    std::string tables;
+    for (const auto& t : expected->tables) tables += (tables.empty() ? "" : ", ") + t;
+    std::printf(
+        "Expected error: median %s, p90 %s, bias %s over %d measured %s runs under %s "
+        "(%s; docs/calibrate-and-validate.md); ≈ marks throughput within the median "
+        "of #1's.\n",
+        fmt_percent(expected->median_abs).c_str(), fmt_percent(expected->p90_abs).c_str(),
+        signed_percent(expected->bias).c_str(), expected->runs, c.gpu.name.c_str(), stack.c_str(),
+        tables.c_str());
+  } else {
+    std::printf("Expected error: unknown, no measured %s runs under %s in validation/.\n",
+                c.gpu.name.c_str(), stack.c_str());
+  }
   if (result.ranked.empty()) {
     std::printf("nothing fits: try more GPUs (--nodes), a smaller --global_batch or --seq_len\n");
     return 1;
   }
   auto table = [&](const std::vector<int>& indices) {
     std::vector<std::vector<std::string>> rows = {
-        {"#", "strategy", "step time", "tokens/s", "MFU", "bubble", "peak mem"}};
+        {"#", "strategy", "step time", "tokens/s", "vs #1", "MFU", "bubble", "peak mem"}};
+    const double top = result.ranked.front().tokens_per_s;
     for (int i : indices) {
       const auto& c = result.ranked[i];
+      std::string vs = i == 0 ? "" : signed_percent(c.tokens_per_s / top - 1.0);
+      if (i != 0 && within(c)) vs += " ≈";
       rows.push_back({std::to_string(i + 1), c.label, fmt_time(c.step_time_s),
-                      fmt_rate(c.tokens_per_s), fmt_percent(c.mfu), fmt_percent(c.bubble_fraction),
-                      fmt_gib(c.peak_memory_bytes)});
+                      fmt_rate(c.tokens_per_s), vs, fmt_percent(c.mfu),
+                      fmt_percent(c.bubble_fraction), fmt_gib(c.peak_memory_bytes)});
     }
     print_table(stdout, rows);
   };

@@ -36,6 +36,11 @@ inline std::string fmt_rate(double v) {
   return fmt("%.3g", v);
 }
 
+/// A signed fraction as "+3.5%", "-0.7%".
+inline std::string signed_percent(double fraction) {
+  return fmt("%+.1f%%", 100.0 * fraction);
+}
+
 inline std::string fmt_percent(double fraction) {
   return fmt("%.1f%%", fraction * 100.0);
 }

@@ -40,6 +40,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PRESETS = os.path.join(ROOT, "scenarios", "presets", "gpus.json")
 RECORD = os.path.join(ROOT, "validation", "cross-validation.json")
+ACCURACY = os.path.join(ROOT, "scenarios", "presets", "accuracy.json")
 FIT_ARGS = ["--parameters", "gemm,fp8_gemm", "--per-chip", "--min-sensitivity", "0.25"]
 CURVE = {"gemm_scale": "matmul_efficiency", "fp8_gemm_scale": "fp8_matmul_efficiency"}
 
@@ -195,14 +196,55 @@ def main():
             {"table": t, "runs": n, "held_out_median": h, "prior_median": u}
             for t, h, u, n in v[1]]} for k, v in sorted(changes.items())},
         "folds": [{k: fold[k] for k in ("source", "runs", "fitted_gpus", "unfitted", "held_out")}
-                  | {"rows": [{k: r[k] for k in ("id", "gpu", "error", "unfitted_error")}
+                  | {"rows": [{k: r[k] for k in ("id", "gpu", "stack", "error", "unfitted_error")}
                               for r in fold["held_out_rows"]]}
                   for fold in fit["cross_validation"]],
     }
     with open(RECORD, "w") as f:
         json.dump(record, f, indent=1)
         f.write("\n")
+    write_accuracy(fit, changes, tables)
     return 0
+
+
+def write_accuracy(fit, changes, tables):
+    """scenarios/presets/accuracy.json: the error to expect per GPU and stack, as shipped.
+
+    A run on a GPU with an adopted (fitted) value counts with its held-out error (the fit to the
+    other tables); any other run with its error as shipped, which no fit touched."""
+    fitted = {gpu for gpu, _ in changes}
+    groups = {}
+    for fold in fit["cross_validation"]:
+        for r in fold["held_out_rows"]:
+            e = r["error"] if r["gpu"] in fitted else r["unfitted_error"]
+            g = groups.setdefault((r["gpu"], r["stack"]), {"errors": [], "tables": set()})
+            g["errors"].append(e)
+            g["tables"].add(fold["source"])
+
+    def q(v, p):
+        v = sorted(v)
+        pos = p * (len(v) - 1)
+        lo = int(pos)
+        hi = min(lo + 1, len(v) - 1)
+        return v[lo] + (pos - lo) * (v[hi] - v[lo])
+
+    out = []
+    for (gpu, stack), g in sorted(groups.items()):
+        e = g["errors"]
+        out.append({"gpu": gpu, "stack": stack, "runs": len(e), "tables": sorted(g["tables"]),
+                    "median_abs_error": round(q([abs(x) for x in e], 0.5), 4),
+                    "p90_abs_error": round(q([abs(x) for x in e], 0.9), 4),
+                    "bias": round(q(e, 0.5), 4)})
+    doc = {"description": "The simulator's error on measured runs (validation/*.jsonl) per GPU "
+                          "and training stack, as shipped: runs on a GPU with a fitted default "
+                          "predicted by the fit to the other tables (leave one source out), the "
+                          "others by the presets no fit touched. `search` prints it beside its "
+                          "configurations.",
+           "source": "python3 bench/fit_defaults.py --write (tables: %s)" % ", ".join(tables),
+           "groups": out}
+    with open(ACCURACY, "w") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include "engine/plan/builder.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/json_reader.hpp"
+#include "engine/scenario/stack.hpp"
 #include "engine/scenario/units.hpp"
 #include "sim/simulate.hpp"
 
@@ -113,6 +114,7 @@ RunComparison predict_measured(const MeasuredRun& run, const scenario::Scenario&
   c.id = run.id;
   c.gpu = s.cluster.gpu.name;
   c.family = strategy_family(s.strategy);
+  c.stack = scenario::to_string(s.strategy.stack);
   c.measured_is_step_time = run.tokens_per_s_per_gpu <= 0;
   c.measured = c.measured_is_step_time ? run.step_time_s : run.tokens_per_s_per_gpu;
   c.predicted = c.measured_is_step_time

@@ -32,6 +32,7 @@ std::vector<MeasuredRun> load_measured_runs(const std::string& file);
 
 struct RunComparison {
   std::string id, gpu, family;
+  std::string stack;                   ///< the run's training stack (scenario::to_string(Stack))
   double measured = 0, predicted = 0;  ///< tokens/s per GPU (or step time, as measured)
   bool measured_is_step_time = false;
   double predicted_peak_GiB = 0;

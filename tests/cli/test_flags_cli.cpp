@@ -43,6 +43,40 @@ TEST(FlagsCli, AKeySetToNullIsRefusedNamingIt) {
   expect_refused("info " + dir + "/s.json", "strategy.tp: null is not a value here");
 }
 
+// Beside its configurations, search says how far the simulator is off for that GPU and stack
+// on the measured runs of validation/ (scenarios/presets/accuracy.json, #40 item 4), and marks
+// the configurations within that error of the fastest; a GPU and stack with no measured runs
+// say so.
+TEST(FlagsCli, SearchShowsTheExpectedErrorForItsGpuAndStack) {
+  const CliResult r = run_cli(
+      "search --model gpt2 --cluster dgx-a100-80gb --global_batch 16 --seq_len 1024 --top 3 "
+      "--quiet --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j["expected_error"].is_object()) << r.out.substr(0, 400);
+  EXPECT_EQ(j["expected_error"]["gpu"], "a100-80gb");
+  EXPECT_EQ(j["expected_error"]["stack"], "pytorch");
+  EXPECT_GT(j["expected_error"]["runs"].get<int>(), 10);
+  const double median = j["expected_error"]["median_abs_error"];
+  EXPECT_GT(median, 0.0);
+  EXPECT_LT(median, 0.2);
+  const double top = j["best"][0]["tokens_per_s"];
+  for (const auto& c : j["best"]) {
+    const bool within = c["tokens_per_s"].get<double>() >= top * (1 - median);
+    EXPECT_EQ(c["within_expected_error_of_best"].get<bool>(), within) << c.dump();
+  }
+  const CliResult text = run_cli(
+      "search --model gpt2 --cluster dgx-a100-80gb --global_batch 16 --seq_len 1024 --top 3 "
+      "--quiet");
+  EXPECT_NE(text.out.find("Expected error: median"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("vs #1"), std::string::npos) << text.out;
+  const CliResult none = run_cli(
+      "search --model gpt2 --cluster dgx-a100-80gb --global_batch 16 --seq_len 1024 --top 3 "
+      "--stack deepspeed --quiet --json");
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_TRUE(nlohmann::json::parse(none.out)["expected_error"].is_null());
+}
+
 }  // namespace
 }  // namespace stratagem::test
 
