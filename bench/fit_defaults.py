@@ -153,6 +153,29 @@ def write_presets(changes, tables, prior):
         f.write(text)
 
 
+def revert(gpu_params):
+    """Puts fitted maxima the cross-validation no longer adopts back at their prior."""
+    with open(PRESETS) as f:
+        text = f.read()
+    presets = json.loads(text)
+    for gpu, name in sorted(gpu_params):
+        key = CURVE[name]
+        curve = presets[gpu][key]
+        body = '{\n      "max": %s,\n      "half_dim": %s\n    }' % (
+            json.dumps(curve["prior"]), json.dumps(curve.get("half_dim", 128)))
+        start, end = gpu_block(text, gpu)
+        block, n = re.subn(r'"%s": \{.*?\n    \}' % key, '"%s": %s' % (key, body),
+                           text[start:end], count=1, flags=re.S)
+        if n != 1:
+            sys.exit("no %s in preset %s" % (key, gpu))
+        text = text[:start] + block + text[end:]
+        print("%-10s %-22s max %.3f -> %.3f (prior: not adopted any more)"
+              % (gpu, key, curve["max"], curve["prior"]))
+    json.loads(text)
+    with open(PRESETS, "w") as f:
+        f.write(text)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--stratagem", default=os.path.join(ROOT, "build", "apps", "stratagem"))
@@ -185,8 +208,12 @@ def main():
                       % (gpu, name, p["value"]))
     if not args.write:
         return 0
+    stale = {k for k, (cur, pri) in prior.items() if cur != pri and k not in changes}
     if changes:
         write_presets(changes, tables, prior)
+    if stale:
+        revert(stale)
+        moved = dict(moved, **{k: None for k in stale})
     if moved:
         print("rebuild (presets are embedded) and run again until nothing moves")
     record = {
