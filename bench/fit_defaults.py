@@ -213,7 +213,7 @@ def main():
         write_presets(changes, tables, prior)
     if stale:
         revert(stale)
-        moved = dict(moved, **{k: None for k in stale})
+        moved.update({k: None for k in stale})
     if moved:
         print("rebuild (presets are embedded) and run again until nothing moves")
     record = {
