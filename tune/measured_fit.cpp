@@ -24,12 +24,45 @@ constexpr double kMinLogScale = -3.0;  // scales kept within e^±3 (0.05 … 20)
 constexpr double kMaxLogScale = 3.0;
 constexpr double kMaxSlowdown = 2.0;
 constexpr double kUndetermined = 1e-4;  // rms sensitivity below this: no run depends on it
-constexpr double kSeparable = 0.1;      // see GroupFit::fit
+constexpr double kSeparable = 0.1;      // see separable()
 
 double dot(const std::vector<double>& a, const std::vector<double>& b) {
   double s = 0;
   for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
   return s;
+}
+
+/// The parameters among `kept` (columns of `j` by their place in `active`, `norms` their rms
+/// sensitivities) that the runs can tell apart: a parameter whose effect on the runs is (nearly)
+/// a combination of stronger ones' keeps less than kSeparable of its column's length once the
+/// stronger columns are projected out (Gram–Schmidt, strongest first). Sorted by parameter.
+std::vector<int> separable(const Matrix& j, const std::vector<int>& active,
+                           const std::vector<int>& kept, const std::vector<double>& norms) {
+  const std::size_t n = j.size();
+  std::vector<std::size_t> by_norm(kept.size());
+  for (std::size_t c = 0; c < kept.size(); ++c) by_norm[c] = c;
+  std::sort(by_norm.begin(), by_norm.end(),
+            [&](std::size_t a, std::size_t b) { return norms[a] > norms[b]; });
+  std::vector<std::vector<double>> basis;
+  std::vector<int> out;
+  for (std::size_t c : by_norm) {
+    const auto col =
+        static_cast<std::size_t>(std::find(active.begin(), active.end(), kept[c]) - active.begin());
+    std::vector<double> v(n);
+    for (std::size_t i = 0; i < n; ++i) v[i] = j[i][col];
+    const double length = std::sqrt(dot(v, v));
+    for (const auto& e : basis) {
+      const double d = dot(v, e);
+      for (std::size_t i = 0; i < n; ++i) v[i] -= d * e[i];
+    }
+    const double rest = std::sqrt(dot(v, v));
+    if (rest < kSeparable * length) continue;
+    for (double& x : v) x /= rest;
+    basis.push_back(std::move(v));
+    out.push_back(kept[c]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 /// Solves A·x = b by Gaussian elimination with partial pivoting; false when singular.
@@ -147,35 +180,7 @@ class GroupFit {
       kept.erase(kept.begin() + weakest);
       norms.erase(norms.begin() + weakest);
     }
-    // A parameter whose effect on the runs is (nearly) a combination of stronger ones' cannot
-    // be told apart from them by these runs: its column keeps less than a tenth of its length
-    // once the stronger columns are projected out (Gram–Schmidt, strongest first).
-    {
-      std::vector<std::size_t> by_norm(kept.size());
-      for (std::size_t c = 0; c < kept.size(); ++c) by_norm[c] = c;
-      std::sort(by_norm.begin(), by_norm.end(),
-                [&](std::size_t a, std::size_t b) { return norms[a] > norms[b]; });
-      std::vector<std::vector<double>> basis;
-      std::vector<int> separable;
-      for (std::size_t c : by_norm) {
-        const std::size_t col = static_cast<std::size_t>(
-            std::find(active.begin(), active.end(), kept[c]) - active.begin());
-        std::vector<double> v(n);
-        for (std::size_t i = 0; i < n; ++i) v[i] = j[i][col];
-        const double length = std::sqrt(dot(v, v));
-        for (const auto& e : basis) {
-          const double d = dot(v, e);
-          for (std::size_t i = 0; i < n; ++i) v[i] -= d * e[i];
-        }
-        const double rest = std::sqrt(dot(v, v));
-        if (rest < kSeparable * length) continue;
-        for (double& x : v) x /= rest;
-        basis.push_back(std::move(v));
-        separable.push_back(kept[c]);
-      }
-      std::sort(separable.begin(), separable.end());
-      kept = separable;
-    }
+    kept = separable(j, active, kept, norms);
     active = kept;
     std::vector<double> r = r0;
     double cost = sum_sq(r);
