@@ -157,8 +157,7 @@ int run_fit(const std::vector<std::string>& files, const std::string& out, const
     bool first = true;
     for (int p = 0; p < scenario::kFitParamCount; ++p) {
       const auto fp = static_cast<scenario::FitParam>(p);
-      const auto& only = options.parameters;
-      if (!only.empty() && std::find(only.begin(), only.end(), fp) == only.end()) continue;
+      if (!options.fits(fp)) continue;
       table.push_back({first ? g.gpu : "", first ? std::to_string(g.runs) : "",
                        scenario::to_string(fp), value_text(fp, g.parameters[p])});
       first = false;

@@ -1,44 +1,23 @@
 #include "tune/cross_validation.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <exception>
-#include <mutex>
-#include <thread>
 
 #include "engine/plan/builder.hpp"
 #include "engine/scenario/error.hpp"
+#include "tune/parallel.hpp"
 
 namespace stratagem::tune {
 
-std::vector<RunComparison> predict_with_fit(const std::vector<const MeasuredRun*>& runs,
+std::vector<RunComparison> predict_with_fit(const std::vector<MeasuredRun>& runs,
                                             const scenario::FittedProfile& fit, int threads) {
   std::vector<RunComparison> out(runs.size());
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr error;
-  std::mutex error_mutex;
-  auto work = [&] {
-    for (std::size_t i; (i = next.fetch_add(1)) < runs.size();) {
-      try {
-        scenario::Scenario s = runs[i]->scenario;
-        if (const scenario::GpuFit* g = fit.find(s.cluster.gpu.name)) {
-          scenario::apply_fit_values(s, g->values());
-        }
-        out[i] = predict_measured(*runs[i], s, plan::build_plan(runs[i]->scenario));
-      } catch (...) {
-        std::lock_guard<std::mutex> lock(error_mutex);
-        if (!error) error = std::current_exception();
-      }
+  parallel_for(runs.size(), threads, [&](std::size_t i) {
+    scenario::Scenario s = runs[i].scenario;
+    if (const scenario::GpuFit* g = fit.find(s.cluster.gpu.name)) {
+      scenario::apply_fit_values(s, g->values());
     }
-  };
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int t = static_cast<int>(
-      std::min<std::size_t>(threads > 0 ? threads : hw, std::max<std::size_t>(runs.size(), 1)));
-  std::vector<std::thread> pool;
-  for (int i = 1; i < t; ++i) pool.emplace_back(work);
-  work();
-  for (auto& th : pool) th.join();
-  if (error) std::rethrow_exception(error);
+    out[i] = predict_measured(runs[i], s, plan::build_plan(runs[i].scenario));
+  });
   return out;
 }
 
@@ -58,22 +37,13 @@ CrossValidation leave_one_source_out(const std::vector<MeasuredRun>& runs,
   }
   CrossValidation cv;
   for (const auto& held : sources) {
-    std::vector<MeasuredRun> train;
-    std::vector<const MeasuredRun*> test;
-    std::vector<MeasuredRun> test_copy;
-    for (const auto& r : runs) {
-      if (r.source == held) {
-        test.push_back(&r);
-        test_copy.push_back(r);
-      } else {
-        train.push_back(r);
-      }
-    }
+    std::vector<MeasuredRun> train, test;
+    for (const auto& r : runs) (r.source == held ? test : train).push_back(r);
     scenario::FittedProfile fit = fit_measured_runs(train, options);
     if (options.per_chip) {
       // A held-out GPU of a chip the other tables measured takes that chip's fit.
-      for (const MeasuredRun* r : test) {
-        const scenario::GpuSpec& gpu = r->scenario.cluster.gpu;
+      for (const MeasuredRun& r : test) {
+        const scenario::GpuSpec& gpu = r.scenario.cluster.gpu;
         if (fit.find(gpu.name)) continue;
         for (const auto& t : train) {
           if (chip_of(t.scenario.cluster.gpu) != chip_of(gpu)) continue;
@@ -87,11 +57,10 @@ CrossValidation leave_one_source_out(const std::vector<MeasuredRun>& runs,
       }
     }
     SourceFold fold;
-    fold.fit = fit;
     fold.source = held;
     fold.runs = static_cast<int>(test.size());
-    for (const MeasuredRun* r : test) {
-      const std::string& gpu = r->scenario.cluster.gpu.name;
+    for (const MeasuredRun& r : test) {
+      const std::string& gpu = r.scenario.cluster.gpu.name;
       const scenario::GpuFit* g = fit.find(gpu);
       bool any = false;
       if (g) {
@@ -103,12 +72,12 @@ CrossValidation leave_one_source_out(const std::vector<MeasuredRun>& runs,
       }
     }
     fold.unfitted_rows = predict_with_fit(test, scenario::FittedProfile{}, options.threads);
-    const std::vector<RunComparison>& unfitted = fold.unfitted_rows;
     fold.held_out_rows = predict_with_fit(test, fit, options.threads);
-    fold.unfitted = summarize(unfitted);
+    fold.unfitted = summarize(fold.unfitted_rows);
     fold.held_out = summarize(fold.held_out_rows);
-    fold.unfitted_order = rank_pairs(test_copy, unfitted).overall;
-    fold.held_out_order = rank_pairs(test_copy, fold.held_out_rows).overall;
+    fold.unfitted_order = rank_pairs(test, fold.unfitted_rows).overall;
+    fold.held_out_order = rank_pairs(test, fold.held_out_rows).overall;
+    fold.fit = std::move(fit);
     cv.folds.push_back(std::move(fold));
   }
   return cv;

@@ -35,7 +35,7 @@ CrossValidation leave_one_source_out(const std::vector<MeasuredRun>& runs,
 
 /// The runs' predictions with a fitted profile's values for their GPU applied (neutral where
 /// the profile has no fit for it), simulated on `threads` threads (0: one per hardware thread).
-std::vector<RunComparison> predict_with_fit(const std::vector<const MeasuredRun*>& runs,
+std::vector<RunComparison> predict_with_fit(const std::vector<MeasuredRun>& runs,
                                             const scenario::FittedProfile& fit, int threads = 0);
 
 }  // namespace stratagem::tune

@@ -1,15 +1,13 @@
 #include "tune/measured_fit.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <mutex>
-#include <thread>
 
 #include "engine/plan/builder.hpp"
 #include "engine/scenario/error.hpp"
+#include "tune/parallel.hpp"
 
 namespace stratagem::tune {
 
@@ -127,8 +125,6 @@ class GroupFit {
  public:
   GroupFit(std::vector<const MeasuredRun*> runs, const MeasuredFitOptions& o)
       : runs_(std::move(runs)), options_(o) {
-    threads_ = o.threads > 0 ? o.threads
-                             : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     // A GEMM efficiency cannot exceed the peak: its scale stops where the curve's maximum
     // reaches 1.
     upper_.assign(scenario::kFitParamCount, kMaxLogScale);
@@ -149,11 +145,7 @@ class GroupFit {
     const std::size_t n = runs_.size();
     std::vector<int> active;
     for (int p = 0; p < scenario::kFitParamCount; ++p) {
-      const auto& only = options_.parameters;
-      if (only.empty() ||
-          std::find(only.begin(), only.end(), static_cast<FitParam>(p)) != only.end()) {
-        active.push_back(p);
-      }
+      if (options_.fits(static_cast<FitParam>(p))) active.push_back(p);
     }
     std::vector<double> theta(scenario::kFitParamCount, 0.0);  // neutral: log 1 = 0, slow-down 0
     std::vector<double> r0 = residuals(theta);
@@ -265,25 +257,8 @@ class GroupFit {
   Matrix evaluate(const std::vector<std::vector<double>>& thetas) {
     const std::size_t n = runs_.size(), total = n * thetas.size();
     Matrix out(thetas.size(), std::vector<double>(n, 0.0));
-    std::atomic<std::size_t> next{0};
-    std::exception_ptr error;
-    std::mutex error_mutex;
-    auto work = [&] {
-      for (std::size_t k; (k = next.fetch_add(1)) < total;) {
-        try {
-          out[k / n][k % n] = residual(k % n, thetas[k / n]);
-        } catch (...) {
-          std::lock_guard<std::mutex> lock(error_mutex);
-          if (!error) error = std::current_exception();
-        }
-      }
-    };
-    const int t = static_cast<int>(std::min<std::size_t>(threads_, total));
-    std::vector<std::thread> pool;
-    for (int i = 1; i < t; ++i) pool.emplace_back(work);
-    work();
-    for (auto& th : pool) th.join();
-    if (error) std::rethrow_exception(error);
+    parallel_for(total, options_.threads,
+                 [&](std::size_t k) { out[k / n][k % n] = residual(k % n, thetas[k / n]); });
     *done_ += static_cast<long>(total);
     *expected_ = std::max(*expected_, *done_);
     if (options_.progress) options_.progress(*done_, *expected_);
@@ -382,7 +357,6 @@ class GroupFit {
   std::vector<plan::StepPlan> plans_;
   std::vector<double> upper_;  ///< per parameter: the largest value (log of a scale)
   MeasuredFitOptions options_;
-  int threads_ = 1;
   long* done_ = nullptr;
   long* expected_ = nullptr;
 };

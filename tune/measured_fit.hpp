@@ -10,6 +10,7 @@
 // neutral value. Uncertainty: the standard errors from σ²·(JᵀJ)⁻¹ at the optimum, σ² the
 // residual variance over n − p degrees of freedom. Leave-one-out error: the linearised
 // prediction of each run by the fit without it, r_i / (1 − h_ii) with h the hat matrix.
+#include <algorithm>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +25,11 @@ struct MeasuredFitOptions {
   int max_iterations = 30;
   /// The parameters to fit; empty: all of them. The others keep their neutral values.
   std::vector<scenario::FitParam> parameters;
+  /// Whether `parameters` lets `p` be fitted.
+  bool fits(scenario::FitParam p) const {
+    return parameters.empty() ||
+           std::find(parameters.begin(), parameters.end(), p) != parameters.end();
+  }
   /// Fit GPUs of one chip together: the same SM count and tensor-core peaks (A100 SXM 40 GB
   /// and 80 GB: one GA100 at one clock, different HBM), each GPU then reported with the
   /// group's values and run count. Off: one fit per GPU name.

@@ -103,7 +103,7 @@ TEST(MeasuredFit, ProfileRoundTripsAndAppliesToItsGpuOnly) {
   EXPECT_DOUBLE_EQ(*back.gpu.comm_compute_slowdown, 0.2);
   // Half the GEMM efficiency: a GEMM-bound step gets slower.
   const auto plain = scenario::load_scenario("ddp-gpt2-xl-8xa100");
-  MeasuredRun run{"x", plain, 1.0, 0, {}};
+  MeasuredRun run{"x", plain, 1.0, 0, {}, "table"};
   EXPECT_LT(predict_measured(run, s, plan::build_plan(plain)).predicted,
             predict_measured(run, plain, plan::build_plan(plain)).predicted);
 
