@@ -36,20 +36,29 @@ std::string short_count(double x) {
 }
 
 void print_models() {
-  std::printf("%-12s %-8s %6s %6s %5s %4s %6s %7s %-7s %-8s %15s %9s\n", "model", "kind", "layers",
-              "hidden", "heads", "kv", "ffn", "vocab", "mlp", "norm", "params", "approx");
+  std::printf("%-16s %-8s %6s %6s %5s %4s %6s %7s %-7s %-9s %-8s %15s %9s %9s\n", "model", "kind",
+              "layers", "hidden", "heads", "kv", "ffn", "vocab", "mlp", "norm", "experts", "params",
+              "approx", "active");
   for (const auto& name : scenario::preset_names(PresetKind::model)) {
     const auto m =
         scenario::parse_model(scenario::resolve_preset(PresetKind::model, name, name), name);
     const double p = scenario::total_params(m);
-    std::printf("%-12s %-8s %6lld %6lld %5lld %4lld %6lld %7lld %-7s %-8s %15.0f %9s\n",
+    // An MoE model: routed experts / top k, and each dense block's MLP width only where it has
+    // dense blocks.
+    const bool dense_mlp = scenario::block_count(m, scenario::BlockKind::dense) > 0;
+    const std::string experts =
+        m.moe ? std::to_string(m.moe->experts) + "/" + std::to_string(m.moe->top_k) : "-";
+    const std::string ffn =
+        dense_mlp ? std::to_string(m.ffn_hidden)
+                  : std::to_string(m.moe->expert_ffn_hidden);  // no dense block: an expert's
+    std::printf("%-16s %-8s %6lld %6lld %5lld %4lld %6s %7lld %-7s %-9s %-8s %15.0f %9s %9s\n",
                 name.c_str(), m.kind == scenario::ModelKind::encoder ? "encoder" : "decoder",
                 static_cast<long long>(m.layers), static_cast<long long>(m.hidden),
-                static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads),
-                static_cast<long long>(m.ffn_hidden), static_cast<long long>(m.vocab),
+                static_cast<long long>(m.heads), static_cast<long long>(m.kv_heads), ffn.c_str(),
+                static_cast<long long>(m.vocab),
                 m.mlp == scenario::MlpKind::swiglu ? "swiglu" : "gelu",
-                m.norm == scenario::NormKind::rmsnorm ? "rmsnorm" : "layernorm", p,
-                short_count(p).c_str());
+                m.norm == scenario::NormKind::rmsnorm ? "rmsnorm" : "layernorm", experts.c_str(), p,
+                short_count(p).c_str(), short_count(scenario::active_params(m)).c_str());
   }
 }
 
@@ -116,6 +125,8 @@ int run(const Options& o) {
     if (kind == PresetKind::model) {
       const auto m = scenario::parse_model(scenario::resolve_preset(kind, o.name, o.name), o.name);
       j["total_params"] = scenario::total_params(m);
+      if (m.moe) j["active_params"] = scenario::active_params(m);
+      if (m.mtp_layers > 0) j["mtp_params"] = scenario::mtp_params(m);
     }
     std::cout << j.dump(2) << "\n";
     return 0;

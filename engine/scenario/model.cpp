@@ -7,22 +7,90 @@
 
 namespace stratagem::scenario {
 
+std::int64_t attention_head_dim(const ModelSpec& m) {
+  return m.head_dim > 0 ? m.head_dim : m.hidden / m.heads;
+}
+
 double kv_dim(const ModelSpec& m) {
+  if (m.head_dim > 0) return static_cast<double>(m.kv_heads) * static_cast<double>(m.head_dim);
   return static_cast<double>(m.hidden) * static_cast<double>(m.kv_heads) /
          static_cast<double>(m.heads);
+}
+
+UnsimulatedFeature unsimulated_feature(const ModelSpec& m) {
+  const std::string later =
+      ": `stratagem info` counts its parameters and FLOPs, but the planner, simulator and "
+      "runtime do not model it yet";
+  if (m.moe) {
+    return {"model.moe",
+            "a mixture-of-experts model (expert parallelism, the token all-to-all and grouped "
+            "expert GEMMs)" +
+                later};
+  }
+  if (m.mla) return {"model.mla", "multi-head latent attention" + later};
+  if (m.mtp_layers > 0) return {"model.mtp_layers", "multi-token prediction modules" + later};
+  if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) {
+    return {"model.head_dim", "heads x head_dim (" + std::to_string(m.heads * m.head_dim) +
+                                  ") apart from hidden (" + std::to_string(m.hidden) + ")" + later};
+  }
+  if (m.qk_norm) return {"model.qk_norm", "per-head query/key norms" + later};
+  if (m.attention_sinks) return {"model.attention_sinks", "attention sinks" + later};
+  return {};
+}
+
+std::int64_t block_count(const ModelSpec& m, BlockKind kind) {
+  const std::int64_t moe = m.moe ? moe_block_count(*m.moe, m.layers) : 0;
+  return kind == BlockKind::moe ? moe : m.layers - moe;
 }
 
 double norm_params(const ModelSpec& m) {
   return m.norm == NormKind::layernorm ? 2.0 * m.hidden : 1.0 * m.hidden;
 }
 
-double block_matmul_params(const ModelSpec& m) {
+namespace {
+
+// The weight matrices of one block's attention: q, o (h·a·d each; 2h² when a·d = h) and k, v
+// (h·kv_dim each), or MLA's.
+double attention_matmul_params(const ModelSpec& m) {
+  if (m.mla) return mla_matmul_params(*m.mla, m.hidden, m.heads);
+  const double h = m.hidden;
+  const double q =
+      m.head_dim > 0 ? static_cast<double>(m.heads) * static_cast<double>(m.head_dim) : h;
+  return 2.0 * h * q + 2.0 * h * kv_dim(m);
+}
+
+// One MLP's matrices of width f: two, three with SwiGLU.
+double mlp_matmul_params(const ModelSpec& m, std::int64_t f) {
+  return (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * static_cast<double>(m.hidden) *
+         static_cast<double>(f);
+}
+
+// One MLP's biases of width f: its input layer's (2f with SwiGLU's fused gate and up, as GPT-OSS)
+// and output layer's.
+double mlp_bias_params(const ModelSpec& m, std::int64_t f) {
+  const double fd = static_cast<double>(f);
+  return (m.mlp == MlpKind::swiglu ? 2.0 * fd : fd) + static_cast<double>(m.hidden);
+}
+
+}  // namespace
+
+double block_matmul_params(const ModelSpec& m, BlockKind kind) {
   if (m.measured) return block_params(m);
   if (m.params_given > 0) return m.params_given / static_cast<double>(m.layers);
-  const double h = m.hidden, f = m.ffn_hidden;
-  const double attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
-  const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
-  return attention + mlp;
+  if (kind == BlockKind::moe && m.moe) {
+    const MoeSpec& e = *m.moe;
+    return attention_matmul_params(m) +
+           static_cast<double>(e.experts) * static_cast<double>(m.hidden) +  // router
+           static_cast<double>(e.top_k) * mlp_matmul_params(m, e.expert_ffn_hidden) +
+           static_cast<double>(e.shared_experts) * mlp_matmul_params(m, e.shared_expert_ffn_hidden);
+  }
+  if (!m.mla && m.head_dim == 0) {
+    const double h = m.hidden, f = m.ffn_hidden;
+    const double attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
+    const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+    return attention + mlp;
+  }
+  return attention_matmul_params(m) + mlp_matmul_params(m, m.ffn_hidden);
 }
 
 namespace {
@@ -130,9 +198,33 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
                                                   ") must be divisible by kv_heads (" +
                                                   std::to_string(m.kv_heads) + ")");
   }
+  if (r.has("mla")) {
+    m.mla = parse_mla(r.at("mla"), r.child_path("mla"));
+    if (m.kv_heads != m.heads) {
+      throw SpecError(r.child_path("kv_heads"),
+                      "latent attention (mla) has no key/value head groups: every head reads the "
+                      "shared latent; drop kv_heads");
+    }
+    if (r.has("head_dim")) {
+      throw SpecError(r.child_path("head_dim"),
+                      "latent attention sets its head widths in mla (qk_nope_head_dim, "
+                      "qk_rope_head_dim, v_head_dim); drop head_dim");
+    }
+  }
+  m.head_dim = r.integer_or("head_dim", 0, 1, kBig);
+  m.qk_norm = r.boolean_or("qk_norm", false);
+  m.attention_sinks = r.boolean_or("attention_sinks", false);
   m.mlp =
       r.choice_or("mlp", "gelu", {"gelu", "swiglu"}) == "swiglu" ? MlpKind::swiglu : MlpKind::gelu;
   m.ffn_hidden = r.integer_or("ffn_hidden", 4 * m.hidden, 1, kBig);
+  if (r.has("moe")) m.moe = parse_moe(r.at("moe"), r.child_path("moe"), m.layers);
+  if (m.moe && m.moe->dense_layers == 0 && m.moe->layer_freq == 1 && r.has("ffn_hidden")) {
+    throw SpecError(r.child_path("ffn_hidden"),
+                    "every block is a mixture of experts (moe.dense_layers 0, moe.layer_freq 1), "
+                    "so no block has a dense MLP of this width; drop ffn_hidden (the experts' "
+                    "width is moe.expert_ffn_hidden)");
+  }
+  m.mtp_layers = r.integer_or("mtp_layers", 0, 0, 64);
   m.vocab = r.integer("vocab", 1, kBig);
   m.norm = r.choice_or("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm"
                ? NormKind::rmsnorm
@@ -150,20 +242,42 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
   return m;
 }
 
-BlockParamsBreakdown block_params_breakdown(const ModelSpec& m) {
+BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind) {
   BlockParamsBreakdown b;
   if (m.params_given > 0 || m.measured) {  // the size is given, not its parts
-    b.mlp = block_params(m);
+    b.mlp = b.mlp_active = block_params(m);
     return b;
   }
   const double h = m.hidden, f = m.ffn_hidden;
-  b.attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
-  b.mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
-  if (m.bias) {
-    b.attention += 2.0 * h + 2.0 * kv_dim(m);               // q, k, v, o
-    b.mlp += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;  // MLP in, out
+  if (m.mla || m.head_dim > 0) {
+    b.attention = m.mla ? mla_params(*m.mla, m.hidden, m.heads) : attention_matmul_params(m);
+  } else {
+    b.attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
   }
+  if (m.bias && !m.mla) {  // q, k, v, o (MLA's projections have none)
+    const double q = static_cast<double>(m.heads) * static_cast<double>(attention_head_dim(m));
+    b.attention += m.head_dim > 0 ? q + 2.0 * kv_dim(m) + h : 2.0 * h + 2.0 * kv_dim(m);
+  }
+  if (m.attention_sinks) b.attention += static_cast<double>(m.heads);
   b.norms = 2.0 * norm_params(m);  // two norms per block
+  if (m.qk_norm) b.norms += 2.0 * static_cast<double>(attention_head_dim(m));
+  if (kind == BlockKind::moe && m.moe) {
+    const MoeSpec& e = *m.moe;
+    const double expert = mlp_matmul_params(m, e.expert_ffn_hidden) +
+                          (m.bias ? mlp_bias_params(m, e.expert_ffn_hidden) : 0.0);
+    const double shared = static_cast<double>(e.shared_experts) *
+                          (mlp_matmul_params(m, e.shared_expert_ffn_hidden) +
+                           (m.bias ? mlp_bias_params(m, e.shared_expert_ffn_hidden) : 0.0));
+    const double experts = static_cast<double>(e.experts);
+    b.mlp = experts * expert + shared;
+    b.mlp_active = static_cast<double>(e.top_k) * expert + shared;
+    b.router = experts * h + (m.bias ? experts : 0.0) +
+               (e.router == RouterKind::sigmoid_bias ? experts : 0.0);
+    return b;
+  }
+  b.mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
+  if (m.bias) b.mlp += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;  // MLP in, out
+  b.mlp_active = b.mlp;
   return b;
 }
 
@@ -201,6 +315,30 @@ double head_params(const ModelSpec& m) {
   return p;
 }
 
+namespace {
+
+double sum_of_parts(const BlockParamsBreakdown& b, bool active) {
+  return b.attention + (active ? b.mlp_active : b.mlp) + b.norms + b.router;
+}
+
+// The blocks' parameters, every expert (active: top_k routed + shared per MoE block).
+double blocks_params(const ModelSpec& m, bool active) {
+  if (!m.moe) return static_cast<double>(m.layers) * block_params(m);
+  double p = 0;
+  for (BlockKind k : {BlockKind::dense, BlockKind::moe}) {
+    p +=
+        static_cast<double>(block_count(m, k)) * sum_of_parts(block_params_breakdown(m, k), active);
+  }
+  return p;
+}
+
+// The kind of the last block, which the MTP modules repeat.
+BlockKind last_block_kind(const ModelSpec& m) {
+  return m.moe && is_moe_block(*m.moe, m.layers - 1) ? BlockKind::moe : BlockKind::dense;
+}
+
+}  // namespace
+
 double total_params(const ModelSpec& m) {
   if (m.measured) {
     double p = m.measured->input.params + m.measured->output.params;
@@ -208,21 +346,58 @@ double total_params(const ModelSpec& m) {
     return p;
   }
   if (m.params_given > 0) return m.params_given;
-  return embedding_params(m) + static_cast<double>(m.layers) * block_params(m) + head_params(m);
+  return embedding_params(m) + blocks_params(m, false) + head_params(m);
+}
+
+double active_params(const ModelSpec& m) {
+  if (m.measured || m.params_given > 0 || !m.moe) return total_params(m);
+  return embedding_params(m) + blocks_params(m, true) + head_params(m);
+}
+
+double mtp_params(const ModelSpec& m) {
+  if (m.mtp_layers == 0) return 0;
+  const double h = static_cast<double>(m.hidden);
+  // enorm, hnorm and the module's final norm; eh_proj 2h -> h; the block.
+  const double module = 3.0 * norm_params(m) + 2.0 * h * h +
+                        sum_of_parts(block_params_breakdown(m, last_block_kind(m)), false);
+  return static_cast<double>(m.mtp_layers) * module;
 }
 
 double matmul_params(const ModelSpec& m) {
   if (m.measured) return total_params(m);
-  return static_cast<double>(m.layers) * block_matmul_params(m) +
-         static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  const double head = static_cast<double>(m.vocab) * static_cast<double>(m.hidden);
+  if (!m.moe && m.mtp_layers == 0) {
+    return static_cast<double>(m.layers) * block_matmul_params(m) + head;
+  }
+  double p = head;
+  for (BlockKind k : {BlockKind::dense, BlockKind::moe}) {
+    p += static_cast<double>(block_count(m, k)) * block_matmul_params(m, k);
+  }
+  const double h = static_cast<double>(m.hidden);
+  p += static_cast<double>(m.mtp_layers) *
+       (2.0 * h * h + block_matmul_params(m, last_block_kind(m)) + head);
+  return p;
 }
 
-double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+double attention_core_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  const double s = static_cast<double>(seq_len);
+  if (!m.mla && m.head_dim == 0) return 4.0 * static_cast<double>(m.hidden) * s;
+  const double a = static_cast<double>(m.heads);
+  const double qk = m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
+                          : static_cast<double>(m.head_dim);
+  const double v = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
+  return 2.0 * s * a * (qk + v);
+}
+
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len, BlockKind kind) {
   if (m.measured) {
     return mean_block(*m.measured, &MeasuredUnit::forward_flops) / static_cast<double>(seq_len);
   }
-  // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and attention·V: 2·2·s·h.
-  return 2.0 * block_matmul_params(m) + 4.0 * static_cast<double>(m.hidden) * seq_len;
+  if (!m.mla && m.head_dim == 0 && kind == BlockKind::dense) {
+    // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and attention·V: 2·2·s·h.
+    return 2.0 * block_matmul_params(m) + 4.0 * static_cast<double>(m.hidden) * seq_len;
+  }
+  return 2.0 * block_matmul_params(m, kind) + attention_core_flops_per_token(m, seq_len);
 }
 
 double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
@@ -234,8 +409,22 @@ double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
   // Backward costs twice the forward: 3 × forward.
   const double input =
       m.measured ? m.measured->input.forward_flops / static_cast<double>(seq_len) : 0.0;
-  return 3.0 * (input + static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
-                head_forward_flops_per_token(m, seq_len));
+  if (!m.moe && m.mtp_layers == 0) {
+    return 3.0 *
+           (input + static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
+            head_forward_flops_per_token(m, seq_len));
+  }
+  double forward = head_forward_flops_per_token(m, seq_len);
+  for (BlockKind k : {BlockKind::dense, BlockKind::moe}) {
+    forward +=
+        static_cast<double>(block_count(m, k)) * block_forward_flops_per_token(m, seq_len, k);
+  }
+  // Each MTP module: its 2h -> h projection, its block, and the shared LM head again.
+  const double h = static_cast<double>(m.hidden);
+  forward += static_cast<double>(m.mtp_layers) *
+             (4.0 * h * h + block_forward_flops_per_token(m, seq_len, last_block_kind(m)) +
+              head_forward_flops_per_token(m, seq_len));
+  return 3.0 * forward;
 }
 
 std::vector<LinearShape> block_linears(const ModelSpec& m, int tp) {

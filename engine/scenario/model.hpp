@@ -3,11 +3,14 @@
 // unit, FLOPs per token, activation bytes per layer.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/scenario/mla.hpp"
+#include "engine/scenario/moe.hpp"
 #include "engine/scenario/units.hpp"
 
 namespace stratagem::scenario {
@@ -66,7 +69,35 @@ struct ModelSpec {
   double params_given = 0;
   /// Set only for the measured form; layers = its blocks, hidden = the boundary's width.
   std::shared_ptr<const MeasuredModel> measured;
+  /// Width of one attention head when the config gives it apart from hidden / heads (Qwen3,
+  /// GPT-OSS: heads · head_dim ≠ hidden); 0: hidden / heads.
+  std::int64_t head_dim = 0;
+  /// An RMSNorm of head_dim on each head's query and key (Qwen3 `q_norm`, `k_norm`).
+  bool qk_norm = false;
+  /// One learned logit per head that takes part in the softmax (GPT-OSS attention sinks).
+  bool attention_sinks = false;
+  /// Multi-head latent attention (DeepSeek-V2/V3) instead of multi-head/grouped-query.
+  std::optional<MlaSpec> mla;
+  /// Mixture-of-experts blocks.
+  std::optional<MoeSpec> moe;
+  /// DeepSeek-V3's multi-token prediction modules after the last block, each an extra block of
+  /// the last block's kind, two RMSNorms, a 2h×h projection and a final norm, sharing the
+  /// embedding and LM head (DeepSeek-V3 report §2.2).
+  std::int64_t mtp_layers = 0;
 };
+
+/// The key and reason when `m` has a feature the planner, simulator and runtime do not model
+/// yet (mixture of experts, latent attention, a head width apart from hidden / heads, QK norms,
+/// attention sinks, MTP): `info` describes such a model, simulating it is refused by name.
+struct UnsimulatedFeature {
+  std::string key;  ///< "model.moe", ...
+  std::string what;
+  explicit operator bool() const { return !key.empty(); }
+};
+UnsimulatedFeature unsimulated_feature(const ModelSpec& m);
+
+/// The width of one attention head (m.head_dim, else hidden / heads).
+std::int64_t attention_head_dim(const ModelSpec& m);
 
 /// Parses a model object (already merged with its preset). `path` prefixes errors.
 ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
@@ -76,40 +107,68 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path);
 /// does; tp = 1 keeps the model's own size (as HuggingFace models and FSDP train it).
 std::int64_t padded_vocab(const ModelSpec& m, int tp);
 
-/// Width of the key and value projections: h · kv_heads / heads (grouped-query attention).
+/// Width of the key and value projections: h · kv_heads / heads (grouped-query attention;
+/// kv_heads · head_dim where head_dim is given).
 double kv_dim(const ModelSpec& m);
 /// Parameters of one norm: 2h for LayerNorm (weight and bias), h for RMSNorm.
 double norm_params(const ModelSpec& m);
 
-/// Parameters of one transformer block (attention + MLP + norms).
+/// Parameters of one (dense) transformer block (attention + MLP + norms).
 double block_params(const ModelSpec& m);
-/// block_params split by part; the three add up to block_params (quick-form models, whose
-/// parts are unknown, put the whole block under `mlp`).
+
+/// A block's MLP: one dense MLP, or a mixture of experts (model.moe).
+enum class BlockKind { dense, moe };
+/// Blocks of a kind: with model.moe its MoE blocks and the rest; without, all dense.
+std::int64_t block_count(const ModelSpec& m, BlockKind kind);
+
+/// A block's parameters by part; attention + mlp + norms + router add up to its parameters
+/// (block_params for a dense block; quick-form models, whose parts are unknown, put the whole
+/// block under `mlp`).
 struct BlockParamsBreakdown {
-  double attention = 0;  ///< q, k, v, o matrices (+ biases)
-  double mlp = 0;        ///< two matrices (three with SwiGLU) (+ biases)
-  double norms = 0;      ///< the block's two norms
+  double attention = 0;  ///< q, k, v, o matrices (+ biases, sinks); MLA's matrices and latent norms
+  double mlp =
+      0;  ///< two matrices (three with SwiGLU) (+ biases); MoE: every routed and shared expert
+  double norms = 0;   ///< the block's two norms (+ the per-head q/k norms)
+  double router = 0;  ///< MoE: the gate, experts × h (+ per-expert bias)
+  double mlp_active =
+      0;  ///< the MLP parameters one token runs: mlp, or top_k routed + shared experts
 };
-BlockParamsBreakdown block_params_breakdown(const ModelSpec& m);
+BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind = BlockKind::dense);
 /// Parameters of the input unit: token (+ position, + type) embeddings (+ BERT's LN).
 double embedding_params(const ModelSpec& m);
 /// Parameters of the output unit: final norm, LM head when untied, BERT pooler.
 double head_params(const ModelSpec& m);
-/// All parameters, counted once (tied embeddings shared).
+/// All parameters, counted once (tied embeddings shared); MTP modules not included (as
+/// DeepSeek-V3's card counts its 671B: mtp_params apart).
 double total_params(const ModelSpec& m);
-/// The weight matrices of one block (q, k, v, o and the MLP's; no biases or norms).
-double block_matmul_params(const ModelSpec& m);
-/// Weights that take part in matrix multiplies per token (blocks' matrices + LM head).
+/// The parameters one token's forward runs through: embedding, head and each block with only
+/// its top_k routed experts (+ shared) — as Mixtral's and Qwen3's cards count "active"; equal to
+/// total_params for dense models. DeepSeek's and GPT-OSS's cards leave the input embedding out.
+double active_params(const ModelSpec& m);
+/// The parameters of the MTP modules beyond the shared embedding and head.
+double mtp_params(const ModelSpec& m);
+/// The weight matrices one token multiplies in a block (q, k, v, o or MLA's, and the MLP's; an
+/// MoE block: the router's and top_k routed + shared experts'; no biases or norms).
+double block_matmul_params(const ModelSpec& m, BlockKind kind = BlockKind::dense);
+/// Weights that take part in matrix multiplies per token (blocks' matrices + LM head; + each
+/// MTP module's block, projection and LM head).
 double matmul_params(const ModelSpec& m);
 
 /// Training FLOPs per token, forward + backward, no recomputation (a measured model: 3× its
 /// units' measured forward FLOPs per sample / seq_len); for transformers:
 ///   6·N_matmul + 12·l·h·s
 /// where N_matmul counts the blocks' weight matrices and the LM head (V·h). For GPT shapes
-/// this is Korthikanti et al. (2022) eq. 7 divided by B·s: 72·l·h² + 12·l·h·s + 6·V·h.
+/// this is Korthikanti et al. (2022) eq. 7 divided by B·s: 72·l·h² + 12·l·h·s + 6·V·h. Models
+/// with other attention (MLA, head_dim) count 3× attention_core_flops_per_token per block instead
+/// of 12·h·s, and MTP modules add their block, projection and head.
 double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
-/// Forward FLOPs of one block for one token (2·block matmul params + 4·h·s attention).
-double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
+/// Forward FLOPs of one block for one token (2·block matmul params + the attention core).
+double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len,
+                                     BlockKind kind = BlockKind::dense);
+/// Forward FLOPs of one block's attention core per token, Q·Kᵀ and scores·V without the causal
+/// saving: 2·s·a·(d_qk + d_v) — 4·h·s for multi-head and grouped-query attention with
+/// a·d = h; MLA: d_qk = qk_nope + qk_rope, d_v = v_head_dim.
+double attention_core_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 /// Forward FLOPs of the head per token (2·V·h; a measured model's output unit / seq_len).
 double head_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 

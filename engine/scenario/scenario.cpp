@@ -18,7 +18,12 @@ std::string str(std::int64_t v) {
 
 }  // namespace
 
-Scenario parse_scenario(const nlohmann::json& object, const std::string& source) {
+namespace {
+
+// The cross-field rules validate() checks besides the model's simulated features.
+void validate_rules(Scenario& s);
+
+Scenario parse(const nlohmann::json& object, const std::string& source, bool to_simulate) {
   ObjectReader r(object, "");
   Scenario s;
   s.source = source;
@@ -40,11 +45,50 @@ Scenario parse_scenario(const nlohmann::json& object, const std::string& source)
     t.finish();
   }
   r.finish();
-  validate(s);
+  if (to_simulate) {
+    validate(s);
+  } else {
+    validate_rules(s);
+  }
   return s;
 }
 
+Scenario load(const std::string& file_or_name, bool to_simulate) {
+  std::error_code ec;
+  if (std::filesystem::exists(file_or_name, ec)) {
+    return parse(read_json_file(file_or_name), file_or_name, to_simulate);
+  }
+  const bool looks_like_path = file_or_name.find('/') != std::string::npos ||
+                               file_or_name.find(".json") != std::string::npos;
+  if (looks_like_path) throw SpecError(file_or_name, "no such file");
+  const std::string text = shipped_scenario_text(file_or_name);
+  return parse(parse_json_text(text, file_or_name + ".json"), file_or_name, to_simulate);
+}
+
+}  // namespace
+
+Scenario parse_scenario(const nlohmann::json& object, const std::string& source) {
+  return parse(object, source, true);
+}
+
+Scenario load_scenario(const std::string& file_or_name) {
+  return load(file_or_name, true);
+}
+
+Scenario load_scenario_to_describe(const std::string& file_or_name) {
+  return load(file_or_name, false);
+}
+
 void validate(Scenario& s) {
+  if (const UnsimulatedFeature why = unsimulated_feature(s.model)) {
+    throw SpecError(why.key, why.what);
+  }
+  validate_rules(s);
+}
+
+namespace {
+
+void validate_rules(Scenario& s) {
   auto& st = s.strategy;
   validate_mesh(s);
   if (const StackRefusal why = stack_refusal(st, s.cluster.gpu)) {
@@ -147,17 +191,7 @@ void validate(Scenario& s) {
   }
 }
 
-Scenario load_scenario(const std::string& file_or_name) {
-  std::error_code ec;
-  if (std::filesystem::exists(file_or_name, ec)) {
-    return parse_scenario(read_json_file(file_or_name), file_or_name);
-  }
-  const bool looks_like_path = file_or_name.find('/') != std::string::npos ||
-                               file_or_name.find(".json") != std::string::npos;
-  if (looks_like_path) throw SpecError(file_or_name, "no such file");
-  const std::string text = shipped_scenario_text(file_or_name);
-  return parse_scenario(parse_json_text(text, file_or_name + ".json"), file_or_name);
-}
+}  // namespace
 
 namespace {
 
@@ -191,22 +225,33 @@ nlohmann::json to_json(const ModelSpec& m) {
             {"hidden", m.hidden},
             {"heads", m.heads}};
   }
-  return {{"name", m.name},
-          {"kind", m.kind == ModelKind::encoder ? "encoder" : "decoder"},
-          {"layers", m.layers},
-          {"hidden", m.hidden},
-          {"heads", m.heads},
-          {"kv_heads", m.kv_heads},
-          {"ffn_hidden", m.ffn_hidden},
-          {"vocab", m.vocab},
-          {"max_positions", m.max_positions},
-          {"type_vocab", m.type_vocab},
-          {"tied_embeddings", m.tied_embeddings},
-          {"bias", m.bias},
-          {"pooler", m.pooler},
-          {"mlp", m.mlp == MlpKind::swiglu ? "swiglu" : "gelu"},
-          {"norm", m.norm == NormKind::rmsnorm ? "rmsnorm" : "layernorm"},
-          {"positions", m.positions == PositionKind::rotary ? "rotary" : "learned"}};
+  nlohmann::json j = {{"name", m.name},
+                      {"kind", m.kind == ModelKind::encoder ? "encoder" : "decoder"},
+                      {"layers", m.layers},
+                      {"hidden", m.hidden},
+                      {"heads", m.heads},
+                      {"kv_heads", m.kv_heads},
+                      {"ffn_hidden", m.ffn_hidden},
+                      {"vocab", m.vocab},
+                      {"max_positions", m.max_positions},
+                      {"type_vocab", m.type_vocab},
+                      {"tied_embeddings", m.tied_embeddings},
+                      {"bias", m.bias},
+                      {"pooler", m.pooler},
+                      {"mlp", m.mlp == MlpKind::swiglu ? "swiglu" : "gelu"},
+                      {"norm", m.norm == NormKind::rmsnorm ? "rmsnorm" : "layernorm"},
+                      {"positions", m.positions == PositionKind::rotary ? "rotary" : "learned"}};
+  if (m.head_dim > 0) j["head_dim"] = m.head_dim;
+  if (m.qk_norm) j["qk_norm"] = true;
+  if (m.attention_sinks) j["attention_sinks"] = true;
+  if (m.mla) j["mla"] = to_json(*m.mla);
+  if (m.moe) {
+    j["moe"] = to_json(*m.moe);
+    // Every block an MoE block: no dense MLP width to restate (parse_model refuses one).
+    if (m.moe->dense_layers == 0 && m.moe->layer_freq == 1) j.erase("ffn_hidden");
+  }
+  if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
+  return j;
 }
 
 nlohmann::json to_json(const Scenario& s) {

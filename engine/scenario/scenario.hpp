@@ -29,8 +29,12 @@ Scenario parse_scenario(const nlohmann::json& object, const std::string& source 
 /// Loads a scenario from a file, or from a shipped scenario when no such file exists
 /// ("default", "zero3-gpt2-xl-8xa100", ...).
 Scenario load_scenario(const std::string& file_or_name);
-/// Checks the cross-field rules (world size, pipeline split, batch arithmetic, ...).
-/// parse_scenario calls it; code that edits a Scenario calls it again.
+/// load_scenario for a scenario that is only described (`stratagem info`), not planned: its model
+/// may have features the planner does not model yet (unsimulated_feature), every other rule holds.
+Scenario load_scenario_to_describe(const std::string& file_or_name);
+/// Checks the cross-field rules (world size, pipeline split, batch arithmetic, ...) and that the
+/// model has no feature the planner does not model (unsimulated_feature: a SpecError naming its
+/// key). parse_scenario calls it; code that edits a Scenario calls it again.
 void validate(Scenario& s);
 
 /// The scenario as JSON in the input format (presets expanded), re-parseable.
