@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/command.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/scenario/units.hpp"
@@ -202,6 +203,69 @@ std::vector<BlockKindFigures> block_kinds(const scenario::Scenario& s) {
   return out;
 }
 
+// Nodes an expert-parallel group of `ranks` consecutive ranks covers (1: on NVLink).
+int nodes_spanned(const scenario::Scenario& s, int ranks) {
+  const int domain = s.cluster.domain_gpus();
+  return ranks <= domain ? 1 : (ranks + domain - 1) / domain;
+}
+
+nlohmann::json expert_parallel_json(const scenario::Scenario& s) {
+  const auto& st = s.strategy;
+  const scenario::ExpertMesh mesh = scenario::expert_mesh(st);
+  const scenario::ExpertRankLoad load =
+      scenario::expert_rank_load(s, scenario::compute_param_bytes(st.precision));
+  return {{"ep", mesh.ep},
+          {"etp", mesh.etp},
+          {"edp", mesh.edp},
+          {"dispatcher", scenario::to_string(st.moe_dispatcher)},
+          {"load_imbalance", st.moe_load_imbalance},
+          {"ep_group_nodes", nodes_spanned(s, mesh.ep * mesh.etp)},
+          {"local_experts", load.local_experts},
+          {"expert_params_per_rank_per_block", load.expert_params},
+          {"tokens_per_rank", load.tokens},
+          {"routed_tokens_per_rank", load.routed},
+          {"dispatch_bytes_per_rank", load.dispatch_bytes},
+          {"dispatch_bytes_off_rank", load.dispatch_bytes_off_rank},
+          {"busiest_expert_gemm_rows", load.expert_gemm_rows}};
+}
+
+void print_expert_parallel(const scenario::Scenario& s) {
+  const auto& st = s.strategy;
+  const scenario::MoeSpec& e = *s.model.moe;
+  const scenario::ExpertMesh mesh = scenario::expert_mesh(st);
+  const double elem = scenario::compute_param_bytes(st.precision);
+  const scenario::ExpertRankLoad load = scenario::expert_rank_load(s, elem);
+  const int nodes = nodes_spanned(s, mesh.ep * mesh.etp);
+  std::printf(
+      "\nExpert parallelism (Megatron-Core's layout: each stage's dp x cp x tp = %d ranks as "
+      "etp %d x ep %d x edp %d)\n",
+      mesh.ranks_per_stage(), mesh.etp, mesh.ep, mesh.edp);
+  const std::string where = nodes == 1 ? "inside one node (NVLink)"
+                                       : "across " + std::to_string(nodes) + " nodes (the network)";
+  std::printf(
+      "  an expert-parallel group: %d ranks %d apart, %s; expert gradients reduced over edp %d, "
+      "dense ones over dp x cp %d\n",
+      mesh.ep, mesh.etp, where.c_str(), mesh.edp, st.dp * st.cp);
+  const std::string slice =
+      mesh.etp > 1 ? ", each 1/" + std::to_string(mesh.etp) + " of its MLP" : std::string();
+  std::printf("  per rank and MoE block: %lld of %lld routed experts%s = %s parameters\n",
+              static_cast<long long>(load.local_experts), static_cast<long long>(e.experts),
+              slice.c_str(), grouped(load.expert_params).c_str());
+  std::printf(
+      "  per rank, MoE block and micro-batch: %s tokens (s·b/cp%s), %s routed copies (x top "
+      "%lld); the %s dispatch moves %s of %g-byte activations at the rank (%s over links), the "
+      "combine "
+      "the same back, both again in backward\n",
+      grouped(load.tokens).c_str(), st.sequence_parallel ? "/tp" : "", grouped(load.routed).c_str(),
+      static_cast<long long>(e.top_k), scenario::to_string(st.moe_dispatcher),
+      bytes_text(load.dispatch_bytes).c_str(), elem,
+      bytes_text(load.dispatch_bytes_off_rank).c_str());
+  std::printf(
+      "  the busiest local expert's GEMMs: %s rows (ep x etp x routed copies / experts x imbalance "
+      "%g)\n",
+      grouped(load.expert_gemm_rows).c_str(), st.moe_load_imbalance);
+}
+
 nlohmann::json described_json(const scenario::Scenario& s,
                               const scenario::UnsimulatedFeature& why) {
   const ModelSpec& m = s.model;
@@ -234,6 +298,7 @@ nlohmann::json described_json(const scenario::Scenario& s,
           {"flops_per_token", scenario::training_flops_per_token(m, s.training.seq_len)},
           {"flops_per_step",
            scenario::training_flops_per_token(m, s.training.seq_len) * s.tokens_per_step()},
+          {"expert_parallel", m.moe ? expert_parallel_json(s) : nlohmann::json()},
           {"not_simulated", {{"key", why.key}, {"reason", why.what}}}};
 }
 
@@ -313,6 +378,7 @@ void print_described(const scenario::Scenario& s, const scenario::UnsimulatedFea
     std::printf("  MTP modules %16s  beyond the shared embedding and head, not in the total\n",
                 grouped(scenario::mtp_params(m)).c_str());
   }
+  if (m.moe) print_expert_parallel(s);
   const double flops = scenario::training_flops_per_token(m, seq);
   std::printf("\nFLOPs per token (training = 3 x forward, s = %lld)\n",
               static_cast<long long>(seq));

@@ -242,6 +242,12 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
   return m;
 }
 
+double routed_expert_params(const ModelSpec& m) {
+  if (!m.moe) return 0;
+  const std::int64_t f = m.moe->expert_ffn_hidden;
+  return mlp_matmul_params(m, f) + (m.bias ? mlp_bias_params(m, f) : 0.0);
+}
+
 BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind) {
   BlockParamsBreakdown b;
   if (m.params_given > 0 || m.measured) {  // the size is given, not its parts
@@ -263,8 +269,7 @@ BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind) 
   if (m.qk_norm) b.norms += 2.0 * static_cast<double>(attention_head_dim(m));
   if (kind == BlockKind::moe && m.moe) {
     const MoeSpec& e = *m.moe;
-    const double expert = mlp_matmul_params(m, e.expert_ffn_hidden) +
-                          (m.bias ? mlp_bias_params(m, e.expert_ffn_hidden) : 0.0);
+    const double expert = routed_expert_params(m);
     const double shared = static_cast<double>(e.shared_experts) *
                           (mlp_matmul_params(m, e.shared_expert_ffn_hidden) +
                            (m.bias ? mlp_bias_params(m, e.shared_expert_ffn_hidden) : 0.0));

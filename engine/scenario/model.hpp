@@ -134,6 +134,9 @@ struct BlockParamsBreakdown {
       0;  ///< the MLP parameters one token runs: mlp, or top_k routed + shared experts
 };
 BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind = BlockKind::dense);
+/// One routed expert's parameters (its MLP of expert_ffn_hidden: matrices + biases); 0 without
+/// model.moe.
+double routed_expert_params(const ModelSpec& m);
 /// Parameters of the input unit: token (+ position, + type) embeddings (+ BERT's LN).
 double embedding_params(const ModelSpec& m);
 /// Parameters of the output unit: final norm, LM head when untied, BERT pooler.

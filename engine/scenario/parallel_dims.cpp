@@ -1,6 +1,7 @@
 #include "engine/scenario/parallel_dims.hpp"
 
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/strategy_rewrite.hpp"
 
 namespace stratagem::scenario {
@@ -92,6 +93,7 @@ void validate_mesh(const Scenario& s) {
                     "tp >= 2");
   }
   validate_context_parallel(s);
+  validate_expert_parallel(s);
   validate_fp8(s);
   if (st.tp == 1) return;
   if (auto refusal = tensor_parallel_model_refusal(s.model, st.tp)) throw *refusal;

@@ -79,6 +79,10 @@ Scenario load_scenario_to_describe(const std::string& file_or_name) {
   return load(file_or_name, false);
 }
 
+Scenario parse_scenario_to_describe(const nlohmann::json& object, const std::string& source) {
+  return parse(object, source, false);
+}
+
 void validate(Scenario& s) {
   if (const UnsimulatedFeature why = unsimulated_feature(s.model)) {
     throw SpecError(why.key, why.what);

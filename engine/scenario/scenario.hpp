@@ -32,6 +32,7 @@ Scenario load_scenario(const std::string& file_or_name);
 /// load_scenario for a scenario that is only described (`stratagem info`), not planned: its model
 /// may have features the planner does not model yet (unsimulated_feature), every other rule holds.
 Scenario load_scenario_to_describe(const std::string& file_or_name);
+Scenario parse_scenario_to_describe(const nlohmann::json& object, const std::string& source = "");
 /// Checks the cross-field rules (world size, pipeline split, batch arithmetic, ...) and that the
 /// model has no feature the planner does not model (unsimulated_feature: a SpecError naming its
 /// key). parse_scenario calls it; code that edits a Scenario calls it again.

@@ -225,6 +225,10 @@ bool reshards_after_forward(Sharding s) {
   return s == Sharding::zero3 || s == Sharding::fsdp_full_shard || s == Sharding::fsdp_hybrid_shard;
 }
 
+const char* to_string(MoeDispatcher d) {
+  return d == MoeDispatcher::allgather ? "allgather" : "alltoall";
+}
+
 StrategySpec parse_strategy(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
   StrategySpec s;
@@ -233,6 +237,13 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
   s.tp = static_cast<int>(r.integer_or("tp", 1, 1, 1 << 10));
   s.sequence_parallel = r.boolean_or("sequence_parallel", false);
   s.cp = static_cast<int>(r.integer_or("cp", 1, 1, 1 << 10));
+  s.ep = static_cast<int>(r.integer_or("ep", 1, 1, 1 << 20));
+  s.etp = static_cast<int>(r.integer_or("etp", 1, 1, 1 << 10));
+  s.moe_dispatcher =
+      r.choice_or("moe_dispatcher", "alltoall", {"alltoall", "allgather"}) == "allgather"
+          ? MoeDispatcher::allgather
+          : MoeDispatcher::alltoall;
+  s.moe_load_imbalance = r.number_or("moe_load_imbalance", 1.0, 1.0, 1 << 20);
   s.attention = r.choice_or("attention", "flash", {"flash", "eager"}) == "eager" ? Attention::eager
                                                                                  : Attention::flash;
   if (r.has("attention_kernel")) {
@@ -393,6 +404,11 @@ nlohmann::json to_json(const StrategySpec& s) {
   if (s.tp > 1) j["tp"] = s.tp;
   if (s.sequence_parallel) j["sequence_parallel"] = true;
   if (s.cp > 1) j["cp"] = s.cp;
+  if (s.ep > 1) j["ep"] = s.ep;
+  if (s.etp > 1) j["etp"] = s.etp;
+  if (s.moe_dispatcher != MoeDispatcher::alltoall)
+    j["moe_dispatcher"] = to_string(s.moe_dispatcher);
+  if (s.moe_load_imbalance != 1.0) j["moe_load_imbalance"] = s.moe_load_imbalance;
   j["attention"] = to_string(s.attention);
   if (s.attention_kernel != AttentionKernel::fa2)
     j["attention_kernel"] = to_string(s.attention_kernel);

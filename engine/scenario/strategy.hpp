@@ -70,12 +70,28 @@ struct LossScaleSpec {
 /// derived from the global batch: each is a forward and a backward of every unit in the plan.
 inline constexpr int kMaxMicroBatches = 1 << 16;
 
+/// How an MoE block moves its tokens to the experts' ranks and back (Megatron-Core's
+/// moe_token_dispatcher_type): alltoall — each rank sends each routed token copy to the rank
+/// holding its expert and receives them back; allgather — the expert-parallel group gathers
+/// every token and each rank keeps those of its experts, the combine a reduce-scatter.
+enum class MoeDispatcher { alltoall, allgather };
+const char* to_string(MoeDispatcher d);
+
 struct StrategySpec {
   int dp = 1;
   int pp = 1;
   int tp = 1;                      ///< tensor-parallel degree (Megatron-LM)
   bool sequence_parallel = false;  ///< Megatron-LM sequence parallelism (needs tp > 1)
   int cp = 1;  ///< context-parallel degree (Megatron-LM CP / torchtitan ring attention)
+  /// Expert parallelism of a mixture-of-experts model (expert_mesh.hpp): each MoE block's
+  /// experts split over ep ranks, each expert's MLP over etp ranks (Megatron-Core's
+  /// expert_model_parallel_size and expert_tensor_parallel_size).
+  int ep = 1;
+  int etp = 1;
+  MoeDispatcher moe_dispatcher = MoeDispatcher::alltoall;
+  /// Tokens of the busiest expert over the mean (1: balanced, as Megatron-Bridge's
+  /// forced-balance benchmarks; at most experts / top_k, every token on the same experts).
+  double moe_load_imbalance = 1.0;
   Attention attention = Attention::flash;
   AttentionKernel attention_kernel = AttentionKernel::fa2;
   Schedule schedule = Schedule::one_f_one_b;
