@@ -189,19 +189,28 @@ void wait_for_all(Store& store, const launch::DistEnv& env, const std::vector<st
 
 }  // namespace
 
+namespace {
+
+// A connection the other end dropped: worth a new connection, unlike a refusal after the whole
+// timeout or a bad address.
+bool connection_dropped(const std::string& what) {
+  for (const char* sign : {"Connection reset by peer", "Broken pipe", "Connection closed by peer",
+                           "ECONNRESET", "EPIPE"}) {
+    if (what.find(sign) != std::string::npos) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::shared_ptr<Store> rendezvous(const launch::DistEnv& env, std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
   StoreOptions o;
   o.host = env.master_addr;
   o.port = env.master_port;
   o.is_server = env.rank == 0 && !env.use_agent_store;
   o.timeout = timeout;
   o.key_prefix = "stratagem/attempt_" + std::to_string(env.restart_count) + "/";
-  std::shared_ptr<Store> store;
-  try {
-    store = Store::open(o);
-  } catch (const RuntimeError& e) {
-    throw RuntimeError("rank " + std::to_string(env.rank) + ": " + e.what());
-  }
 
   // Each rank announces itself; every rank then waits for all, so whoever times out can list
   // exactly who is missing.
@@ -209,7 +218,35 @@ std::shared_ptr<Store> rendezvous(const launch::DistEnv& env, std::chrono::milli
   ::gethostname(host, sizeof(host) - 1);
   const std::string me =
       std::to_string(env.world_size) + " " + host + " " + std::to_string(::getpid());
-  store->set("rdzv/arrived/" + std::to_string(env.rank), me);
+  // A client's connection can be dropped by the other end before its first request is answered
+  // (seen under CI load: rank 1's announcement failed with "Connection reset by peer", e.g. from
+  // a listener that was going away on that port). The announcement is idempotent: a client
+  // reads it back (a round trip, as a set is not answered), and while the connection is dropped
+  // before that, it connects again and repeats it until the rendezvous timeout. A connection
+  // lost after that is the store going away, reported as before.
+  const auto deadline = Clock::now() + timeout;
+  const std::string arrival = "rdzv/arrived/" + std::to_string(env.rank);
+  std::shared_ptr<Store> store;
+  while (true) {
+    try {
+      store = Store::open(o);
+      store->set(arrival, me);
+      if (!store->check({arrival})) {
+        throw RuntimeError("store " + store->address() + ": the announcement '" + arrival +
+                           "' was not stored");
+      }
+      break;
+    } catch (const RuntimeError& e) {
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (o.is_server || !connection_dropped(e.what()) || left.count() <= 100) {
+        throw RuntimeError("rank " + std::to_string(env.rank) + ": " + e.what());
+      }
+      store.reset();
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      o.timeout = left - std::chrono::milliseconds(100);
+    }
+  }
   std::vector<std::string> keys;
   for (int r = 0; r < env.world_size; ++r) keys.push_back("rdzv/arrived/" + std::to_string(r));
   wait_for_all(*store, env, keys, timeout);

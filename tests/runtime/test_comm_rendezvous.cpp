@@ -5,8 +5,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include <ATen/Context.h>
 
@@ -228,6 +230,63 @@ TEST(Rendezvous, APortInUseIsNamed) {
   }
   EXPECT_THROW(launch::check_port_free(port), RuntimeError);
   ::close(fd);
+}
+
+// A listener that resets every connection it accepts (SO_LINGER 0), as a store going away
+// does, on the port before the job's own store takes it: the client connects again and
+// announces itself once the real store is there, instead of failing the job.
+TEST(Rendezvous, AClientConnectsAgainAfterTheOtherEndResetsIt) {
+  const int port = launch::find_free_port();
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<std::uint16_t>(port));
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  ASSERT_EQ(::listen(fd, 16), 0);
+  std::atomic<int> resets{0};
+  std::thread resetter([&] {
+    while (true) {
+      const int c = ::accept(fd, nullptr, nullptr);
+      if (c < 0) return;  // the listener was shut down
+      // Let the client's first request arrive, then drop the connection with a reset.
+      std::this_thread::sleep_for(milliseconds(20));
+      const linger abort_now{1, 0};
+      ::setsockopt(c, SOL_SOCKET, SO_LINGER, &abort_now, sizeof(abort_now));
+      ::close(c);
+      ++resets;
+    }
+  });
+  std::string client_error;
+  std::thread client([&] {
+    try {
+      auto store = comm::rendezvous(local_env(1, 2, port), milliseconds(20000));
+      store->add("done", 1);
+    } catch (const std::exception& e) {
+      client_error = e.what();
+    }
+  });
+  // The client meets the resetting listener a few times (its probes count too).
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (resets < 3 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  ::shutdown(fd, SHUT_RDWR);
+  ::close(fd);
+  resetter.join();
+  EXPECT_GE(resets.load(), 3);
+  std::string server_error;
+  try {
+    auto store = comm::rendezvous(local_env(0, 2, port), milliseconds(20000));
+    while (store->add("done", 0) < 1) std::this_thread::sleep_for(milliseconds(5));
+  } catch (const std::exception& e) {
+    server_error = e.what();
+  }
+  client.join();
+  EXPECT_EQ(client_error, "");
+  EXPECT_EQ(server_error, "");
 }
 
 TEST(Rendezvous, AnUnreachableStoreIsNamed) {

@@ -73,7 +73,7 @@ TEST(ExpertMesh, EachRuleNamesItsKey) {
   EXPECT_EQ(error_path(mixtral_on_8({{"dp", 8}, {"ep", 8}})), "");
   EXPECT_EQ(error_path(mixtral_on_8({{"dp", 8}, {"ep", 3}})), "strategy.ep");  // 8 experts
   EXPECT_EQ(error_path(mixtral_on_8({{"dp", 2}, {"pp", 4}, {"ep", 4}})),
-            "strategy.ep");  // 2 ranks/stage
+            "strategy.ep");                             // 2 ranks/stage
   json narrow = mixtral_on_8({{"dp", 8}, {"etp", 8}});  // experts 1,500 wide: 8 does not divide
   narrow["model"] = {{"preset", "mixtral-8x7b"}, {"moe", {{"expert_ffn_hidden", 1500}}}};
   EXPECT_EQ(error_path(narrow), "strategy.etp");
