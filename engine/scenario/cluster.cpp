@@ -110,7 +110,8 @@ EfficiencyCurve parse_curve(const nlohmann::json& object, const std::string& pat
   ObjectReader e(object, path);
   // Where the numbers come from, and a fitted maximum's value before the fit (bench/
   // fit_defaults.py checks a fit against it); neither changes the curve.
-  e.allow({"source", "prior"});
+  e.allow_text({"source"});
+  e.allow({"prior"});
   curve.max = e.number_or("max", curve.max, 0.01, 1.0);
   curve.half_dim = e.number_or("half_dim", curve.half_dim, 0, 1e6);
   if (const nlohmann::json* table = e.find("table")) {
@@ -218,7 +219,8 @@ nlohmann::json measured_units_json(const std::vector<MeasuredUnits>& list) {
 
 GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
-  r.allow({"preset", "description", "source"});
+  r.allow({"preset"});
+  r.allow_text({"description", "source"});
   GpuSpec g;
   g.name = r.string_or("name", "custom");
   if (r.has("memory_GiB")) {
@@ -238,13 +240,13 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   g.hbm_bandwidth = units::gbps_to_bytes_per_s(r.number("hbm_GBps", 1e-3, 1e6));
   if (const nlohmann::json* he = r.find("hbm_efficiency")) {
     ObjectReader e(*he, r.child_path("hbm_efficiency"));
-    e.allow({"source"});
+    e.allow_text({"source"});
     g.hbm_efficiency = e.number("value", 0.05, 1.0);
     e.finish();
   }
   if (const nlohmann::json* sm = r.find("sm_count")) {
     ObjectReader e(*sm, r.child_path("sm_count"));
-    e.allow({"source"});
+    e.allow_text({"source"});
     g.sm_count = static_cast<int>(e.integer("value", 1, 100000));
     e.finish();
   }
@@ -270,7 +272,7 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   }
   if (const nlohmann::json* att = r.find("attention_efficiency")) {
     ObjectReader a(*att, r.child_path("attention_efficiency"));
-    a.allow({"source"});
+    a.allow_text({"source"});
     g.attention_forward_efficiency = a.number("forward", 0.01, 1.0);
     g.attention_backward_efficiency = a.number("backward", 0.01, 1.0);
     g.attention_given = true;
@@ -278,7 +280,7 @@ GpuSpec parse_gpu(const nlohmann::json& object, const std::string& path) {
   }
   if (const nlohmann::json* ak = r.find("attention_kernels")) {
     ObjectReader k(*ak, r.child_path("attention_kernels"));
-    k.allow({"source"});
+    k.allow_text({"source"});
     for (const char* name : {"fa2", "fa1", "triton", "cudnn"}) {
       const nlohmann::json* list = k.find(name);
       if (!list) continue;
@@ -319,13 +321,13 @@ namespace {
 
 LinkSpec parse_link(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
-  r.allow({"description", "source"});
+  r.allow_text({"description", "source"});
   LinkSpec l;
   l.bandwidth = units::gbps_to_bytes_per_s(r.number("bandwidth_GBps", 1e-6, 1e6));
   l.latency = units::us_to_s(r.number_or("latency_us", 0.0, 0, 1e7));
   if (const nlohmann::json* eff = r.find("efficiency")) {
     ObjectReader e(*eff, r.child_path("efficiency"));
-    e.allow({"source"});
+    e.allow_text({"source"});
     l.efficiency = e.number("value", 0.05, 1.0);
     e.finish();
   }
@@ -362,7 +364,8 @@ CommCalibration parse_calibration(const nlohmann::json& object, const std::strin
 
 ClusterSpec parse_cluster(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
-  r.allow({"preset", "description", "source"});
+  r.allow({"preset"});
+  r.allow_text({"description", "source"});
   ClusterSpec c;
   c.name = r.string_or("name", "custom");
   c.nodes = static_cast<int>(r.integer_or("nodes", 1, 1, 1 << 20));

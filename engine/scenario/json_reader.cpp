@@ -294,6 +294,17 @@ void ObjectReader::allow(std::initializer_list<const char*> keys) {
   for (const char* k : keys) known_.insert(k);
 }
 
+void ObjectReader::allow_text(std::initializer_list<const char*> keys) {
+  for (const char* k : keys) {
+    known_.insert(k);
+    const nlohmann::json* v = find(k);
+    if (v && !v->is_string()) {
+      throw SpecError(child_path(k),
+                      std::string("must be a string (free text), got ") + v->type_name());
+    }
+  }
+}
+
 void ObjectReader::finish() const {
   for (auto it = object_.begin(); it != object_.end(); ++it) {
     if (known_.count(it.key())) continue;

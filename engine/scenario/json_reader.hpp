@@ -52,6 +52,8 @@ class ObjectReader {
 
   /// Marks keys as known without reading them (read elsewhere).
   void allow(std::initializer_list<const char*> keys);
+  /// Marks free-text keys (description, source) as known; one present must be a string.
+  void allow_text(std::initializer_list<const char*> keys);
   /// Throws on the first key that was never asked for or allowed.
   void finish() const;
 

@@ -154,7 +154,8 @@ ModelSpec parse_measured_model(ObjectReader& r, const std::string& name) {
 ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
   ObjectReader r(object, path);
   ModelSpec m;
-  r.allow({"preset", "description", "source"});
+  r.allow({"preset"});
+  r.allow_text({"description", "source"});
   m.name = r.string_or("name", "custom");
   if (r.has("measured")) return parse_measured_model(r, m.name);
   constexpr std::int64_t kBig = std::int64_t{1} << 40;
@@ -234,6 +235,11 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
                     : PositionKind::learned;
   m.max_positions =
       r.integer_or("max_positions", m.positions == PositionKind::learned ? 2048 : 0, 0, kBig);
+  if (m.positions == PositionKind::learned && m.max_positions == 0) {
+    throw SpecError(r.child_path("max_positions"),
+                    "learned positions need a table of at least seq_len rows; 0 leaves none (use "
+                    "\"positions\": \"rotary\" for a model without one)");
+  }
   m.type_vocab = r.integer_or("type_vocab", 0, 0, kBig);
   m.tied_embeddings = r.boolean_or("tied_embeddings", m.kind == ModelKind::decoder);
   m.bias = r.boolean_or("bias", true);

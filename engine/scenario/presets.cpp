@@ -82,6 +82,20 @@ const nlohmann::json& preset(PresetKind kind, const std::string& name, const std
   return *it;
 }
 
+namespace {
+
+void refuse_nulls(const nlohmann::json& patch, const std::string& path) {
+  for (auto it = patch.begin(); it != patch.end(); ++it) {
+    const std::string at = path + "." + it.key();
+    if (it->is_null()) {
+      throw SpecError(at, "null is not a value here (leave the key out to keep the preset's)");
+    }
+    if (it->is_object()) refuse_nulls(*it, at);
+  }
+}
+
+}  // namespace
+
 nlohmann::json resolve_preset(PresetKind kind, const nlohmann::json& value,
                               const std::string& path) {
   if (value.is_string()) {
@@ -100,6 +114,9 @@ nlohmann::json resolve_preset(PresetKind kind, const nlohmann::json& value,
   out["name"] = it->get<std::string>();
   nlohmann::json patch = value;
   patch.erase("preset");
+  // A JSON merge patch deletes the keys it sets to null: an override that is null (even under
+  // a key that does not exist) would vanish without a word.
+  refuse_nulls(patch, path);
   out.merge_patch(patch);
   return out;
 }

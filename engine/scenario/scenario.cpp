@@ -27,7 +27,7 @@ Scenario parse(const nlohmann::json& object, const std::string& source, bool to_
   ObjectReader r(object, "");
   Scenario s;
   s.source = source;
-  r.allow({"description", "$schema"});
+  r.allow_text({"description", "$schema"});
   s.name = r.string_or("name", source.empty() ? "scenario" : source);
   for (const char* key : {"model", "cluster", "strategy"}) {
     if (!r.has(key)) throw SpecError(key, "missing required key");

@@ -333,3 +333,45 @@ TEST(BadInput, HostileJsonIsALocatedErrorNotACrash) {
 
 }  // namespace
 }  // namespace stratagem::scenario
+
+namespace stratagem::scenario {
+namespace {
+
+// The accepts that were silent (#44 round 3): each is one located error now.
+TEST(BadInput, LearnedPositionsWithoutATableAreRefused) {
+  json j = base();
+  j["model"] = {{"preset", "gpt2"}, {"max_positions", 0}};
+  const Caught c = error_of(j);
+  EXPECT_EQ(c.path, "model.max_positions");
+  expect_has(c.what, "learned positions need a table");
+}
+
+TEST(BadInput, ANullOverrideIsRefusedNotDroppedWhateverTheKey) {
+  json j = base();
+  j["model"] = {{"preset", "gpt2"}, {"x\nerror: forged", nullptr}};
+  const Caught c = error_of(j);
+  EXPECT_EQ(c.path, "model.x\\nerror: forged");  // kept on one line
+  expect_has(c.what, "null is not a value here");
+  EXPECT_EQ(c.what.find('\n'), std::string::npos) << c.what;
+  j = base();
+  j["cluster"] = {{"preset", "dgx-a100-80gb"}, {"inter_node", {{"latency_us", nullptr}}}};
+  EXPECT_EQ(error_of(j).path, "cluster.inter_node.latency_us");
+}
+
+TEST(BadInput, DescriptionsAndSourcesAreText) {
+  for (const json& value : {json::object(), json::array({1, 2}), json(3), json(nullptr)}) {
+    json j = base();
+    j["description"] = value;
+    EXPECT_EQ(error_of(j).path, "description") << value.dump();
+    j = base();
+    j["model"] = {{"preset", "gpt2"}, {"description", value}};
+    EXPECT_EQ(error_of(j).path, "model.description") << value.dump();
+  }
+  json j = base();
+  j["description"] = "free text";
+  j["model"] = {{"preset", "gpt2"}, {"source", "my notes"}};
+  EXPECT_NO_THROW(parse_scenario(j));
+}
+
+}  // namespace
+}  // namespace stratagem::scenario
