@@ -292,6 +292,8 @@ nlohmann::json described_json(const scenario::Scenario& s,
           {"params_breakdown",
            {{"embedding", embedding}, {"head", scenario::head_params(m)}, {"blocks", blocks}}},
           {"seq_len", s.training.seq_len},
+          {"blocks_attention_core_flops_per_token",
+           scenario::blocks_attention_core_flops_per_token(m, s.training.seq_len)},
           {"attention_core_flops_per_token",
            scenario::attention_core_flops_per_token(m, s.training.seq_len)},
           {"matmul_params_per_token", scenario::matmul_params(m)},
@@ -344,6 +346,15 @@ void print_described(const scenario::Scenario& s, const scenario::UnsimulatedFea
   if (m.mtp_layers > 0) {
     std::printf("  %lld multi-token prediction module(s)\n", static_cast<long long>(m.mtp_layers));
   }
+  if (m.sliding_window) {
+    const auto& w = *m.sliding_window;
+    std::printf("  sliding-window attention over %lld tokens, %s\n",
+                static_cast<long long>(w.tokens),
+                w.full_every > 0 ? ("full attention in blocks i with i + 1 a multiple of " +
+                                    std::to_string(w.full_every))
+                                       .c_str()
+                                 : "in every block");
+  }
   std::printf("\nParameters %16s %16s\n", "all", "active per token");
   for (const BlockKindFigures& b : block_kinds(s)) {
     const char* name = b.kind == scenario::BlockKind::moe ? "MoE block" : "dense block";
@@ -382,15 +393,21 @@ void print_described(const scenario::Scenario& s, const scenario::UnsimulatedFea
   const double flops = scenario::training_flops_per_token(m, seq);
   std::printf("\nFLOPs per token (training = 3 x forward, s = %lld)\n",
               static_cast<long long>(seq));
-  std::printf("  6·N_active + 3·%s·attention core = 6 x %s + 3 x %lld x %s = %s FLOP per token\n",
-              m.mtp_layers > 0 ? "(l + MTP modules)" : "l",
-              grouped(scenario::matmul_params(m)).c_str(),
-              static_cast<long long>(m.layers + m.mtp_layers),
-              sci(scenario::attention_core_flops_per_token(m, seq)).c_str(), sci(flops).c_str());
+  const double cores =
+      scenario::blocks_attention_core_flops_per_token(m, seq) +
+      static_cast<double>(m.mtp_layers) * scenario::attention_core_flops_per_token(m, seq);
+  std::printf("  6·N_active + 3·Σ attention cores = 6 x %s + 3 x %s = %s FLOP per token\n",
+              grouped(scenario::matmul_params(m)).c_str(), sci(cores).c_str(), sci(flops).c_str());
+  std::string spans = "2·s·a·(d_qk + d_v) per block";
+  if (m.sliding_window) {
+    spans += ", s → min(s, " + std::to_string(m.sliding_window->tokens) +
+             ") in the sliding-window blocks";
+  }
+  if (m.mtp_layers > 0) spans += " and MTP module";
   std::printf(
-      "  N_active = the weight matrices a token multiplies (top_k routed + shared experts, router, "
-      "LM head%s); attention core 2·s·a·(d_qk + d_v)\n",
-      m.mtp_layers > 0 ? ", each MTP module's projection, block and LM head" : "");
+      "  N_active = the weight matrices a token multiplies (%sLM head%s); attention core %s\n",
+      m.moe ? "top_k routed + shared experts, router, " : "",
+      m.mtp_layers > 0 ? ", each MTP module's projection, block and LM head" : "", spans.c_str());
   std::printf("  per step: x %s tokens = %s FLOP\n\n", grouped(s.tokens_per_step()).c_str(),
               sci(flops * s.tokens_per_step()).c_str());
   std::printf("Not simulated yet (%s): %s\n", why.key.c_str(), why.what.c_str());

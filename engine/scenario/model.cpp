@@ -1,5 +1,6 @@
 #include "engine/scenario/model.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "engine/scenario/error.hpp"
@@ -34,6 +35,7 @@ UnsimulatedFeature unsimulated_feature(const ModelSpec& m) {
                                   ") apart from hidden (" + std::to_string(m.hidden) + ")" + later};
   }
   if (m.qk_norm) return {"model.qk_norm", "per-head query/key norms" + later};
+  if (m.sliding_window) return {"model.sliding_window", "sliding-window attention" + later};
   if (m.attention_sinks) return {"model.attention_sinks", "attention sinks" + later};
   return {};
 }
@@ -226,6 +228,14 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
                     "width is moe.expert_ffn_hidden)");
   }
   m.mtp_layers = r.integer_or("mtp_layers", 0, 0, 64);
+  if (r.has("sliding_window")) {
+    ObjectReader w(r.at("sliding_window"), r.child_path("sliding_window"));
+    ModelSpec::SlidingWindow sw;
+    sw.tokens = w.integer("tokens", 1, kBig);
+    sw.full_every = w.integer_or("full_every", 0, 0, m.layers);
+    w.finish();
+    m.sliding_window = sw;
+  }
   m.vocab = r.integer("vocab", 1, kBig);
   m.norm = r.choice_or("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm"
                ? NormKind::rmsnorm
@@ -400,6 +410,24 @@ double attention_core_flops_per_token(const ModelSpec& m, std::int64_t seq_len) 
   return 2.0 * s * a * (qk + v);
 }
 
+bool sliding_window_block(const ModelSpec& m, std::int64_t i) {
+  if (!m.sliding_window) return false;
+  const std::int64_t every = m.sliding_window->full_every;
+  return every == 0 || (i + 1) % every != 0;
+}
+
+double blocks_attention_core_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
+  if (!m.sliding_window) {
+    return static_cast<double>(m.layers) * attention_core_flops_per_token(m, seq_len);
+  }
+  const std::int64_t span = std::min(seq_len, m.sliding_window->tokens);
+  double flops = 0;
+  for (std::int64_t i = 0; i < m.layers; ++i) {
+    flops += attention_core_flops_per_token(m, sliding_window_block(m, i) ? span : seq_len);
+  }
+  return flops;
+}
+
 double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len, BlockKind kind) {
   if (m.measured) {
     return mean_block(*m.measured, &MeasuredUnit::forward_flops) / static_cast<double>(seq_len);
@@ -420,17 +448,19 @@ double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
   // Backward costs twice the forward: 3 × forward.
   const double input =
       m.measured ? m.measured->input.forward_flops / static_cast<double>(seq_len) : 0.0;
-  if (!m.moe && m.mtp_layers == 0) {
+  if (!m.moe && m.mtp_layers == 0 && !m.sliding_window) {
     return 3.0 *
            (input + static_cast<double>(m.layers) * block_forward_flops_per_token(m, seq_len) +
             head_forward_flops_per_token(m, seq_len));
   }
-  double forward = head_forward_flops_per_token(m, seq_len);
+  // The blocks' matrices by kind, and each block's attention core at its own span.
+  double forward =
+      head_forward_flops_per_token(m, seq_len) + blocks_attention_core_flops_per_token(m, seq_len);
   for (BlockKind k : {BlockKind::dense, BlockKind::moe}) {
-    forward +=
-        static_cast<double>(block_count(m, k)) * block_forward_flops_per_token(m, seq_len, k);
+    forward += static_cast<double>(block_count(m, k)) * 2.0 * block_matmul_params(m, k);
   }
-  // Each MTP module: its 2h -> h projection, its block, and the shared LM head again.
+  // Each MTP module: its 2h -> h projection, its block (full attention), and the shared LM
+  // head again.
   const double h = static_cast<double>(m.hidden);
   forward += static_cast<double>(m.mtp_layers) *
              (4.0 * h * h + block_forward_flops_per_token(m, seq_len, last_block_kind(m)) +

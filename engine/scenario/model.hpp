@@ -76,6 +76,15 @@ struct ModelSpec {
   bool qk_norm = false;
   /// One learned logit per head that takes part in the softmax (GPT-OSS attention sinks).
   bool attention_sinks = false;
+  /// Sliding-window attention (GPT-OSS, Gemma, Mistral 7B): a block's queries attend to the last
+  /// `tokens` positions only; every `full_every`-th block (i + 1 a multiple of it) attends to the
+  /// whole sequence (0: none does). GPT-OSS: 128 tokens, every 2nd block full (HF layer_types
+  /// alternate sliding, full).
+  struct SlidingWindow {
+    std::int64_t tokens = 0;
+    std::int64_t full_every = 0;
+  };
+  std::optional<SlidingWindow> sliding_window;
   /// Multi-head latent attention (DeepSeek-V2/V3) instead of multi-head/grouped-query.
   std::optional<MlaSpec> mla;
   /// Mixture-of-experts blocks.
@@ -95,6 +104,12 @@ struct UnsimulatedFeature {
   explicit operator bool() const { return !key.empty(); }
 };
 UnsimulatedFeature unsimulated_feature(const ModelSpec& m);
+
+/// Whether block `i` (0-based) attends through a sliding window (model.sliding_window).
+bool sliding_window_block(const ModelSpec& m, std::int64_t i);
+/// Forward FLOPs per token of every block's attention core, each at its own span (the sequence,
+/// or min(seq, window) for a sliding-window block).
+double blocks_attention_core_flops_per_token(const ModelSpec& m, std::int64_t seq_len);
 
 /// The width of one attention head (m.head_dim, else hidden / heads).
 std::int64_t attention_head_dim(const ModelSpec& m);

@@ -255,6 +255,10 @@ nlohmann::json to_json(const ModelSpec& m) {
     if (m.moe->dense_layers == 0 && m.moe->layer_freq == 1) j.erase("ffn_hidden");
   }
   if (m.mtp_layers > 0) j["mtp_layers"] = m.mtp_layers;
+  if (m.sliding_window) {
+    j["sliding_window"] = {{"tokens", m.sliding_window->tokens},
+                           {"full_every", m.sliding_window->full_every}};
+  }
   return j;
 }
 

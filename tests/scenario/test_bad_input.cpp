@@ -99,7 +99,9 @@ TEST(BadInput, UnknownPresetListsValidOnes) {
   const Caught c = error_of(j);
   EXPECT_EQ(c.path, "model");
   expect_has(c.what, "unknown model preset 'gpt5'");
-  expect_has(c.what, "valid: bert-base, bert-large, deepseek-v2-lite, deepseek-v3, gpt2,");
+  expect_has(c.what,
+             "valid: bert-base, bert-large, deepseek-v2-lite, deepseek-v3, gpt-oss-120b, "
+             "gpt-oss-20b, gpt2,");
   expect_has(c.what, "llama3-70b");
 }
 

@@ -145,6 +145,41 @@ TEST(MoeModel, DeepSeekV2LiteHasNoQueryLatent) {
   EXPECT_NEAR(active_params(m) - embedding_params(m), 2.4e9, 0.03 * 2.4e9);
 }
 
+TEST(MoeModel, GptOssBiasesSinksAndSlidingWindowsByHand) {
+  const ModelSpec m = preset_model("gpt-oss-120b");
+  const double h = 2880, a = 64, d = 64, kvh = 8, f = 2880, V = 201088, E = 128;
+  // q, k, v, o with biases, and one sink logit per head.
+  const double attention = h * a * d + 2 * h * kvh * d + a * d * h + (a * d + 2 * kvh * d + h) + a;
+  // An expert: gate and up fused (2f outputs) and down, each with its bias.
+  const double expert = 3 * h * f + 2 * f + h;
+  const double router = E * h + E, norms = 2 * h;
+  const BlockParamsBreakdown b = block_params_breakdown(m, BlockKind::moe);
+  EXPECT_EQ(b.attention, attention);
+  EXPECT_EQ(b.mlp, E * expert);
+  EXPECT_EQ(b.router, router);
+  const double total = 36 * (attention + E * expert + router + norms) + 2 * V * h + h;
+  const double active = 36 * (attention + 4 * expert + router + norms) + 2 * V * h + h;
+  EXPECT_EQ(total_params(m), total);
+  EXPECT_EQ(active_params(m), active);
+  // OpenAI's card: 116.83B total, 5.13B active (the input embedding left out).
+  EXPECT_EQ(rounded(total, 1e7), 116.83e9);
+  EXPECT_EQ(rounded(active - V * h, 1e7), 5.13e9);
+  const ModelSpec small = preset_model("gpt-oss-20b");
+  EXPECT_EQ(rounded(total_params(small), 1e7), 20.91e9);
+  EXPECT_EQ(rounded(active_params(small) - embedding_params(small), 1e7), 3.61e9);
+  // Blocks 0, 2, 4, ... slide over 128 tokens, 1, 3, 5, ... attend to the whole sequence.
+  EXPECT_TRUE(sliding_window_block(m, 0));
+  EXPECT_FALSE(sliding_window_block(m, 1));
+  const double s = 4096;
+  const double full = 2 * s * a * (d + d), window = 2 * 128 * a * (d + d);
+  EXPECT_EQ(blocks_attention_core_flops_per_token(m, 4096), 18 * full + 18 * window);
+  const double matmul = 36 * (attention - (a * d + 2 * kvh * d + h) - a + E * h + 4 * 3 * h * f);
+  EXPECT_DOUBLE_EQ(training_flops_per_token(m, 4096),
+                   3 * (2 * matmul + 18 * full + 18 * window + 2 * V * h));
+  // Shorter than the window: every block sees the whole sequence.
+  EXPECT_EQ(blocks_attention_core_flops_per_token(m, 64), 36 * 2 * 64 * a * (d + d));
+}
+
 TEST(MoeModel, LayerFrequencyInterleavesDenseAndMoeBlocks) {
   MoeSpec moe;
   moe.dense_layers = 1;
@@ -215,7 +250,8 @@ TEST(MoeModel, BadKeysNameTheirField) {
 }
 
 TEST(MoeModel, RoundTripsThroughJson) {
-  for (const char* name : {"deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v2-lite"}) {
+  for (const char* name :
+       {"deepseek-v3", "qwen3-30b-a3b", "mixtral-8x7b", "deepseek-v2-lite", "gpt-oss-120b"}) {
     const ModelSpec m = preset_model(name);
     const ModelSpec again = parse_model(to_json(m), "model");
     EXPECT_EQ(total_params(again), total_params(m)) << name;
