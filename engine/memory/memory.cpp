@@ -1,7 +1,9 @@
 #include "engine/memory/memory.hpp"
 
 #include "engine/memory/transient.hpp"
+#include "engine/plan/builder.hpp"
 #include "engine/plan/plan.hpp"
+#include "engine/scenario/error.hpp"
 #include "engine/scenario/parallel_dims.hpp"
 #include "engine/scenario/units.hpp"
 #include "engine/workload/stages.hpp"
@@ -84,6 +86,20 @@ RankMemory stage_memory(const scenario::Scenario& s, const std::vector<plan::Uni
 
 MemoryReport estimate_memory(const scenario::Scenario& s) {
   const scenario::StrategySpec& st = s.strategy;
+  // Each stage walks its schedule, one step per forward and backward item: bounded as the
+  // planner bounds its plans (plan::kMaxPlanOps), so a scenario `sim` refuses at once is not
+  // walked for a minute here (pp 65,536 × 65,536 micro-batches: 8.6e9 steps).
+  const double items = static_cast<double>(st.pp) * st.chunks * 2.0 * st.grad_accum;
+  if (items > plan::kMaxPlanOps) {
+    throw SpecError(
+        "strategy.grad_accum",
+        "the memory estimate would walk about " + std::to_string(static_cast<long long>(items)) +
+            " schedule items (pp " + std::to_string(st.pp) + " stages x " +
+            std::to_string(st.grad_accum) + " micro-batches x 2" +
+            (st.chunks > 1 ? " x " + std::to_string(st.chunks) + " chunks" : "") +
+            "), more than the " + std::to_string(static_cast<long long>(plan::kMaxPlanOps)) +
+            " a plan holds; use fewer micro-batches (a larger micro_batch_size)");
+  }
   const std::vector<plan::Unit> units = workload::make_units(s);
   const auto split = workload::split_stages(s.model.layers, st);
   MemoryReport report;

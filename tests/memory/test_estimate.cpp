@@ -6,6 +6,8 @@
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/plan.hpp"
+#include "engine/scenario/error.hpp"
+#include "engine/scenario/scenario.hpp"
 #include "engine/scenario/units.hpp"
 #include "engine/workload/units.hpp"
 
@@ -279,6 +281,34 @@ TEST(Speed, LargestShapesAnswerWellUnder100ms) {
   EXPECT_EQ(a.ranks.size(), 512u);
   EXPECT_EQ(b.ranks.size(), 512u);
   EXPECT_LT(ms, 100.0);
+}
+
+}  // namespace
+}  // namespace stratagem::memory
+
+namespace stratagem::memory {
+namespace {
+
+// The schedule walk is bounded as the planner's plans are: pp 65,536 stages × 65,536
+// micro-batches (8.6e9 schedule items) is refused naming the key, as `sim` refuses it, instead
+// of walking for a minute; pp 65,536 with one micro-batch still runs.
+TEST(Estimate, AScheduleBeyondThePlanBoundIsRefusedAsSimRefusesIt) {
+  const nlohmann::json base = {
+      {"model",
+       {{"params", 1e9}, {"layers", 65536}, {"hidden", 128}, {"heads", 1}, {"vocab", 1000}}},
+      {"cluster", {{"preset", "dgx-a100-80gb"}, {"nodes", 8192}}},
+      {"strategy", {{"dp", 1}, {"pp", 65536}, {"micro_batch_size", 1}}},
+      {"training", {{"seq_len", 128}}}};
+  EXPECT_EQ(estimate_memory(scenario::parse_scenario(base, "one")).stages.size(), 65536u);
+  nlohmann::json many = base;
+  many["training"]["global_batch"] = 65536;
+  try {
+    estimate_memory(scenario::parse_scenario(many, "many"));
+    ADD_FAILURE() << "walked 8.6e9 schedule items";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "strategy.grad_accum");
+    EXPECT_NE(std::string(e.what()).find("schedule items"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
