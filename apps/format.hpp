@@ -6,6 +6,37 @@
 
 namespace stratagem::cli {
 
+// 1,557,611,200: exact counts stay readable.
+inline std::string grouped(double x) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.0f", x);
+  std::string digits = buf, out;
+  const std::size_t first = digits[0] == '-' ? 1 : 0;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > first && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+/// 4 significant digits, %g style: 1.027e+10.
+inline std::string sci(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.4g", x);
+  return buf;
+}
+
+/// Bytes as "212.891 MiB" or "9.979 GiB".
+inline std::string bytes_text(double bytes) {
+  char buf[48];
+  if (bytes >= (1024.0 * 1024 * 1024)) {
+    std::snprintf(buf, sizeof buf, "%.3f GiB", bytes / (1024.0 * 1024 * 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%.3f MiB", bytes / (1024.0 * 1024));
+  }
+  return buf;
+}
+
 inline std::string fmt(const char* f, double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, f, v);

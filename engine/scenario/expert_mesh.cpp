@@ -18,7 +18,6 @@ ExpertMesh expert_mesh(const StrategySpec& st) {
   ExpertMesh m;
   m.etp = st.etp;
   m.ep = st.ep;
-  m.pp = st.pp;
   m.edp = st.dp * st.cp * st.tp / (st.ep * st.etp);
   return m;
 }

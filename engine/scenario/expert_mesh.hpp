@@ -27,7 +27,7 @@ struct ExpertCoord {
 };
 
 struct ExpertMesh {
-  int etp = 1, ep = 1, edp = 1, pp = 1;
+  int etp = 1, ep = 1, edp = 1;  // the pipeline stage is the rank over ranks_per_stage()
 
   int ranks_per_stage() const { return etp * ep * edp; }
   ExpertCoord coord_of(int rank) const {

@@ -51,14 +51,18 @@ double norm_params(const ModelSpec& m) {
 
 namespace {
 
+// Width of the query projection and of the output projection's input: a·d (= h unless head_dim
+// says otherwise).
+double q_dim(const ModelSpec& m) {
+  return static_cast<double>(m.heads) * static_cast<double>(attention_head_dim(m));
+}
+
 // The weight matrices of one block's attention: q, o (h·a·d each; 2h² when a·d = h) and k, v
 // (h·kv_dim each), or MLA's.
 double attention_matmul_params(const ModelSpec& m) {
   if (m.mla) return mla_matmul_params(*m.mla, m.hidden, m.heads);
   const double h = m.hidden;
-  const double q =
-      m.head_dim > 0 ? static_cast<double>(m.heads) * static_cast<double>(m.head_dim) : h;
-  return 2.0 * h * q + 2.0 * h * kv_dim(m);
+  return 2.0 * h * q_dim(m) + 2.0 * h * kv_dim(m);
 }
 
 // One MLP's matrices of width f: two, three with SwiGLU.
@@ -74,6 +78,11 @@ double mlp_bias_params(const ModelSpec& m, std::int64_t f) {
   return (m.mlp == MlpKind::swiglu ? 2.0 * fd : fd) + static_cast<double>(m.hidden);
 }
 
+// One MLP of width f: its matrices and, with `bias`, its biases.
+double mlp_params(const ModelSpec& m, std::int64_t f) {
+  return mlp_matmul_params(m, f) + (m.bias ? mlp_bias_params(m, f) : 0.0);
+}
+
 }  // namespace
 
 double block_matmul_params(const ModelSpec& m, BlockKind kind) {
@@ -85,12 +94,6 @@ double block_matmul_params(const ModelSpec& m, BlockKind kind) {
            static_cast<double>(e.experts) * static_cast<double>(m.hidden) +  // router
            static_cast<double>(e.top_k) * mlp_matmul_params(m, e.expert_ffn_hidden) +
            static_cast<double>(e.shared_experts) * mlp_matmul_params(m, e.shared_expert_ffn_hidden);
-  }
-  if (!m.mla && m.head_dim == 0) {
-    const double h = m.hidden, f = m.ffn_hidden;
-    const double attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
-    const double mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
-    return attention + mlp;
   }
   return attention_matmul_params(m) + mlp_matmul_params(m, m.ffn_hidden);
 }
@@ -259,9 +262,7 @@ ModelSpec parse_model(const nlohmann::json& object, const std::string& path) {
 }
 
 double routed_expert_params(const ModelSpec& m) {
-  if (!m.moe) return 0;
-  const std::int64_t f = m.moe->expert_ffn_hidden;
-  return mlp_matmul_params(m, f) + (m.bias ? mlp_bias_params(m, f) : 0.0);
+  return m.moe ? mlp_params(m, m.moe->expert_ffn_hidden) : 0.0;
 }
 
 BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind) {
@@ -270,25 +271,17 @@ BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind) 
     b.mlp = b.mlp_active = block_params(m);
     return b;
   }
-  const double h = m.hidden, f = m.ffn_hidden;
-  if (m.mla || m.head_dim > 0) {
-    b.attention = m.mla ? mla_params(*m.mla, m.hidden, m.heads) : attention_matmul_params(m);
-  } else {
-    b.attention = 2.0 * h * h + 2.0 * h * kv_dim(m);  // q, o and k, v
-  }
-  if (m.bias && !m.mla) {  // q, k, v, o (MLA's projections have none)
-    const double q = static_cast<double>(m.heads) * static_cast<double>(attention_head_dim(m));
-    b.attention += m.head_dim > 0 ? q + 2.0 * kv_dim(m) + h : 2.0 * h + 2.0 * kv_dim(m);
-  }
+  const double h = m.hidden;
+  b.attention = m.mla ? mla_params(*m.mla, m.hidden, m.heads) : attention_matmul_params(m);
+  if (m.bias && !m.mla) b.attention += q_dim(m) + 2.0 * kv_dim(m) + h;  // q, k, v, o (MLA: none)
   if (m.attention_sinks) b.attention += static_cast<double>(m.heads);
   b.norms = 2.0 * norm_params(m);  // two norms per block
   if (m.qk_norm) b.norms += 2.0 * static_cast<double>(attention_head_dim(m));
   if (kind == BlockKind::moe && m.moe) {
     const MoeSpec& e = *m.moe;
     const double expert = routed_expert_params(m);
-    const double shared = static_cast<double>(e.shared_experts) *
-                          (mlp_matmul_params(m, e.shared_expert_ffn_hidden) +
-                           (m.bias ? mlp_bias_params(m, e.shared_expert_ffn_hidden) : 0.0));
+    const double shared =
+        static_cast<double>(e.shared_experts) * mlp_params(m, e.shared_expert_ffn_hidden);
     const double experts = static_cast<double>(e.experts);
     b.mlp = experts * expert + shared;
     b.mlp_active = static_cast<double>(e.top_k) * expert + shared;
@@ -296,9 +289,7 @@ BlockParamsBreakdown block_params_breakdown(const ModelSpec& m, BlockKind kind) 
                (e.router == RouterKind::sigmoid_bias ? experts : 0.0);
     return b;
   }
-  b.mlp = (m.mlp == MlpKind::swiglu ? 3.0 : 2.0) * h * f;
-  if (m.bias) b.mlp += (m.mlp == MlpKind::swiglu ? 2.0 * f : f) + h;  // MLP in, out
-  b.mlp_active = b.mlp;
+  b.mlp = b.mlp_active = mlp_params(m, m.ffn_hidden);
   return b;
 }
 
@@ -402,11 +393,10 @@ double matmul_params(const ModelSpec& m) {
 
 double attention_core_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
   const double s = static_cast<double>(seq_len);
-  if (!m.mla && m.head_dim == 0) return 4.0 * static_cast<double>(m.hidden) * s;
-  const double a = static_cast<double>(m.heads);
-  const double qk = m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim)
-                          : static_cast<double>(m.head_dim);
-  const double v = m.mla ? static_cast<double>(m.mla->v_head_dim) : static_cast<double>(m.head_dim);
+  const double a = static_cast<double>(m.heads), d = static_cast<double>(attention_head_dim(m));
+  const double qk =
+      m.mla ? static_cast<double>(m.mla->qk_nope_head_dim + m.mla->qk_rope_head_dim) : d;
+  const double v = m.mla ? static_cast<double>(m.mla->v_head_dim) : d;
   return 2.0 * s * a * (qk + v);
 }
 
@@ -432,10 +422,7 @@ double block_forward_flops_per_token(const ModelSpec& m, std::int64_t seq_len, B
   if (m.measured) {
     return mean_block(*m.measured, &MeasuredUnit::forward_flops) / static_cast<double>(seq_len);
   }
-  if (!m.mla && m.head_dim == 0 && kind == BlockKind::dense) {
-    // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and attention·V: 2·2·s·h.
-    return 2.0 * block_matmul_params(m) + 4.0 * static_cast<double>(m.hidden) * seq_len;
-  }
+  // 2 FLOPs per multiply-add for each weight, plus Q·Kᵀ and scores·V (2·2·s·h for a·d = h).
   return 2.0 * block_matmul_params(m, kind) + attention_core_flops_per_token(m, seq_len);
 }
 

@@ -4,6 +4,7 @@
 
 #include <set>
 #include <string>
+#include <tuple>
 
 #include <nlohmann/json.hpp>
 
@@ -37,12 +38,13 @@ TEST(ExpertMesh, RanksAreEtpFastestThenEpThenEdpInsideEachStage) {
   m.etp = 2;
   m.ep = 4;
   m.edp = 2;
-  m.pp = 2;
-  std::set<int> seen;
+  // Every rank has its own coordinate, inside the axes' extents, and maps back to itself.
+  std::set<std::tuple<int, int, int, int>> seen;
   for (int r = 0; r < 32; ++r) {
     const ExpertCoord c = m.coord_of(r);
     EXPECT_EQ(m.rank_of(c), r);
-    seen.insert(r);
+    EXPECT_TRUE(c.etp < 2 && c.ep < 4 && c.edp < 2 && c.stage < 2) << r;
+    seen.insert({c.stage, c.edp, c.ep, c.etp});
   }
   EXPECT_EQ(seen.size(), 32u);
   // Rank 11 = stage 0, local 11: etp 1, ep (11 / 2) % 4 = 1, edp 11 / 8 = 1.
