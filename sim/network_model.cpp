@@ -85,6 +85,12 @@ CommPhase tree_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& li
   return {kind, ceil_log2(n) * link.latency, beta(bytes, link, kind)};
 }
 
+CommPhase pairwise_exchange(int peers, units::Bytes bytes, const scenario::LinkSpec& link,
+                            LinkKind kind) {
+  if (peers <= 0) return {kind, 0, 0};
+  return {kind, peers * link.latency, beta(bytes, link, kind)};
+}
+
 const scenario::LinkSpec& AlphaBetaNetwork::link(LinkKind kind) const {
   return kind == LinkKind::intra_node ? intra_ : inter_;
 }
@@ -124,6 +130,9 @@ CommPhases AlphaBetaNetwork::collective(plan::CollectiveKind kind, const GroupSh
         break;
       case plan::CollectiveKind::broadcast:
         add(broadcast(g.size, bytes, intra));
+        break;
+      case plan::CollectiveKind::all_to_all:
+        add(pairwise_exchange(g.size - 1, (g.size - 1.0) / g.size * bytes, intra_, intra));
         break;
     }
     return out;
@@ -169,6 +178,15 @@ CommPhases AlphaBetaNetwork::collective(plan::CollectiveKind kind, const GroupSh
       add(broadcast(nodes, bytes, inter));
       add(broadcast(k, bytes, intra));
       break;
+    case plan::CollectiveKind::all_to_all: {
+      // NCCL's all-to-all is flat (a send and a receive per peer, no staging through the node):
+      // 1/n of the buffer to each of the k − 1 peers inside the node, and to each of the
+      // n − k outside it over the rank's own network link.
+      const double n = g.size;
+      add(pairwise_exchange(k - 1, (k - 1) / n * bytes, intra_, intra));
+      add(pairwise_exchange(g.size - k, (n - k) / n * bytes, inter_, inter));
+      break;
+    }
   }
   return out;
 }
@@ -203,6 +221,10 @@ scenario::CommOp comm_op(plan::CollectiveKind kind) {
       return scenario::CommOp::all_gather;
     case plan::CollectiveKind::broadcast:
       return scenario::CommOp::broadcast;
+    case plan::CollectiveKind::all_to_all:
+      // Not measured: its time comes from the α-β links (CalibratedNetwork), its backend
+      // wake-up and its slowdown of concurrent compute are taken as an all-reduce's.
+      return scenario::CommOp::all_reduce;
   }
   return scenario::CommOp::all_reduce;
 }
@@ -226,7 +248,9 @@ units::Seconds measured_beta(const scenario::MeasuredComm& m, double bytes, scen
 
 CommPhases CalibratedNetwork::collective(plan::CollectiveKind kind, const GroupShape& g,
                                          units::Bytes bytes) const {
-  if (g.nodes > 1) return fallback_.collective(kind, g, bytes);
+  if (g.nodes > 1 || kind == plan::CollectiveKind::all_to_all) {
+    return fallback_.collective(kind, g, bytes);
+  }
   CommPhases out;
   if (g.size <= 1) return out;
   const scenario::CommOp op = comm_op(kind);

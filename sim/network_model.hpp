@@ -10,10 +10,13 @@
 //   ring reduce-scatter  (n−1)/n · S/B + (n−1)·α      ring all-gather: the same
 //   broadcast            S/B + (n−1)·α (ring chain) or S/B + ⌈log2 n⌉·α (tree)
 //   p2p                  S/B + α
+//   all-to-all           (n−1)/n · S/B + (n−1)·α   (pairwise: 1/n of S to each peer)
 // Groups spanning nodes go hierarchical: all-reduce = intra-node reduce-scatter, inter-node
 // all-reduce of the 1/k shard (k members per node), intra-node all-gather; reduce-scatter =
 // intra then inter reduce-scatter; all-gather = inter then intra all-gather; broadcast =
-// inter then intra. With one member per node only the inter-node part remains.
+// inter then intra; all-to-all (flat, as NCCL's) = the (k−1)/n · S to peers inside the node
+// over NVLink, then the (n−k)/n · S to the n − k peers outside over the network, one α per
+// peer. With one member per node only the inter-node part remains.
 #include <array>
 #include <cstdint>
 
@@ -73,6 +76,10 @@ CommPhase ring_reduce_scatter(int n, units::Bytes bytes, const scenario::LinkSpe
 CommPhase ring_all_gather(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
 CommPhase ring_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
 CommPhase tree_broadcast(int n, units::Bytes bytes, const scenario::LinkSpec& link, LinkKind kind);
+/// A pairwise exchange with `peers` peers moving `bytes` in all out of (and into) each rank:
+/// peers·α + bytes/B (an all-to-all's part on one link kind).
+CommPhase pairwise_exchange(int peers, units::Bytes bytes, const scenario::LinkSpec& link,
+                            LinkKind kind);
 
 class AlphaBetaNetwork final : public NetworkModel {
  public:
@@ -98,7 +105,8 @@ class AlphaBetaNetwork final : public NetworkModel {
 /// where n₀ is the measured group size, steps = 2(n−1) for all-reduce and n−1 for the others
 /// (ring steps; exact at n = n₀), and a p2p message α_p2p + S / busbw_p2p. One phase on the
 /// intra-node link, so concurrent transfers still share it. Groups spanning nodes and
-/// messages between nodes fall back to `fallback` (the cluster's α-β links).
+/// messages between nodes, and all-to-all (no measured figure), fall back to `fallback` (the
+/// cluster's α-β links).
 class CalibratedNetwork final : public NetworkModel {
  public:
   CalibratedNetwork(scenario::CommCalibration calibration, AlphaBetaNetwork fallback)

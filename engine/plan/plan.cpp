@@ -16,6 +16,8 @@ const char* to_string(Stream s) {
       return "tp";
     case Stream::cp:
       return "cp";
+    case Stream::ep:
+      return "ep";
   }
   return "?";
 }
@@ -62,6 +64,8 @@ const char* to_string(CommPurpose p) {
       return "context_parallel";
     case CommPurpose::sequence_parallel_grads:
       return "sequence_parallel_grads";
+    case CommPurpose::expert_parallel:
+      return "expert_parallel";
   }
   return "?";
 }

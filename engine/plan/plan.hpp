@@ -41,8 +41,10 @@ inline constexpr OpId kNoOp = -1;
 
 /// `tp`: tensor-parallel collectives, on the critical path of the compute they split; `cp`:
 /// context parallelism's K/V exchange, overlapped with the attention core it feeds.
-enum class Stream : std::uint8_t { compute, collective, gather, p2p, tp, cp };
-inline constexpr int kStreamCount = 6;
+/// `ep`: expert parallelism's token dispatch and combine (and expert tensor parallelism's
+/// gathers), on the critical path as Megatron-Core's token dispatchers run them.
+enum class Stream : std::uint8_t { compute, collective, gather, p2p, tp, cp, ep };
+inline constexpr int kStreamCount = 7;
 const char* to_string(Stream s);
 
 /// What memory holds. `count` is the number of classes.
@@ -72,7 +74,10 @@ enum class CommPurpose : std::uint8_t {
   /// Sequence parallelism's gradients of the norms and row-parallel biases, each rank's from
   /// its part of the sequence, all-reduced over the TP group before the optimizer step
   /// (Megatron's finalize_model_grads); counted with gradient sync in results.
-  sequence_parallel_grads
+  sequence_parallel_grads,
+  /// Mixture-of-experts token dispatch and combine over the expert-parallel group (and the
+  /// expert-tensor-parallel gathers of the dispatched tokens).
+  expert_parallel
 };
 const char* to_string(CommPurpose p);
 

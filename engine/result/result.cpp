@@ -30,6 +30,8 @@ const char* to_string(SpanKind k) {
       return "all_gather";
     case SpanKind::broadcast:
       return "broadcast";
+    case SpanKind::all_to_all:
+      return "all_to_all";
     case SpanKind::send:
       return "send";
     case SpanKind::recv:
@@ -54,6 +56,8 @@ const char* to_string(CommCategory c) {
       return "tensor_parallel";
     case CommCategory::context_parallel:
       return "context_parallel";
+    case CommCategory::expert_parallel:
+      return "expert_parallel";
   }
   return "?";
 }
@@ -74,6 +78,8 @@ CommCategory comm_category(plan::CommPurpose p) {
       return CommCategory::context_parallel;
     case plan::CommPurpose::sequence_parallel_grads:
       return CommCategory::grad_sync;
+    case plan::CommPurpose::expert_parallel:
+      return CommCategory::expert_parallel;
   }
   return CommCategory::grad_sync;
 }
@@ -90,14 +96,14 @@ SpanKind span_kind_of(const plan::Op& op) {
 }
 static_assert(static_cast<int>(plan::Phase::loss_scale_check) ==
               static_cast<int>(SpanKind::loss_scale_check));
-static_assert(static_cast<int>(plan::CollectiveKind::broadcast) + 7 ==
-              static_cast<int>(SpanKind::broadcast));
+static_assert(static_cast<int>(plan::CollectiveKind::all_to_all) + 7 ==
+              static_cast<int>(SpanKind::all_to_all));
 
 bool is_compute(SpanKind k) {
   return k <= SpanKind::loss_scale_check;
 }
 bool is_collective(SpanKind k) {
-  return k >= SpanKind::all_reduce && k <= SpanKind::broadcast;
+  return k >= SpanKind::all_reduce && k <= SpanKind::all_to_all;
 }
 bool is_p2p(SpanKind k) {
   return k == SpanKind::send || k == SpanKind::recv;
@@ -108,7 +114,8 @@ bool is_model_compute(SpanKind k) {
 
 bool is_layer_work(const Span& s) {
   return is_model_compute(s.kind) ||
-         (is_collective(s.kind) && s.purpose == plan::CommPurpose::tensor_parallel);
+         (is_collective(s.kind) && (s.purpose == plan::CommPurpose::tensor_parallel ||
+                                    s.purpose == plan::CommPurpose::expert_parallel));
 }
 
 double MemoryTrack::total_at(std::size_t i) const {
@@ -124,9 +131,8 @@ const RankResult& RunResult::resolved(int rank) const {
 
 namespace {
 
-constexpr int kCommPurposeCount = 7;
-static_assert(static_cast<int>(plan::CommPurpose::sequence_parallel_grads) ==
-              kCommPurposeCount - 1);
+constexpr int kCommPurposeCount = 8;
+static_assert(static_cast<int>(plan::CommPurpose::expert_parallel) == kCommPurposeCount - 1);
 constexpr int kDTypeCount = 5;
 static_assert(static_cast<int>(scenario::DType::fp8) == kDTypeCount - 1);
 

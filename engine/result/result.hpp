@@ -33,10 +33,11 @@ enum class SpanKind : std::uint8_t {
   reduce_scatter,
   all_gather,
   broadcast,
+  all_to_all,
   send,
   recv
 };
-inline constexpr int kSpanKindCount = 13;
+inline constexpr int kSpanKindCount = 14;
 const char* to_string(SpanKind k);
 SpanKind span_kind_of(const plan::Op& op);
 bool is_compute(SpanKind k);
@@ -46,8 +47,8 @@ bool is_p2p(SpanKind k);
 bool is_model_compute(SpanKind k);
 
 struct Span;
-/// Work a pipeline bubble is measured against: model compute, and the tensor-parallel
-/// collectives that split it (they are part of a layer's work).
+/// Work a pipeline bubble is measured against: model compute, and the tensor- and expert-
+/// parallel collectives that split it (they are part of a layer's work).
 bool is_layer_work(const Span& s);
 
 /// Bytes moved per step by purpose: the collective purposes, plus pipeline p2p.
@@ -58,9 +59,10 @@ enum class CommCategory : std::uint8_t {
   found_inf,
   pipeline,
   tensor_parallel,
-  context_parallel
+  context_parallel,
+  expert_parallel
 };
-inline constexpr int kCommCategoryCount = 7;
+inline constexpr int kCommCategoryCount = 8;
 const char* to_string(CommCategory c);
 /// The category a collective of this purpose counts in.
 CommCategory comm_category(plan::CommPurpose p);

@@ -226,6 +226,7 @@ void Executor::Run::start_collective(OpId id) {
       break;
     }
     case plan::CollectiveKind::broadcast:
+    case plan::CollectiveKind::all_to_all:
       throw RuntimeError("the runtime has no use for " + describe_op(plan, id));
   }
   issued(id);

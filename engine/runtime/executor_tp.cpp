@@ -216,6 +216,7 @@ void Executor::Run::start_tp_collective(OpId id) {
       break;
     }
     case plan::CollectiveKind::broadcast:
+    case plan::CollectiveKind::all_to_all:
       throw RuntimeError("the runtime has no use for " + describe_op(plan, id));
   }
   // The plan's bytes: the whole buffer on each rank (an all-gather's output).

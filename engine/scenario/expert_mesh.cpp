@@ -1,5 +1,6 @@
 #include "engine/scenario/expert_mesh.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "engine/scenario/error.hpp"
@@ -84,6 +85,28 @@ void validate_expert_parallel(const Scenario& s) {
   }
 }
 
+UnsimulatedFeature unsimulated_moe_strategy(const Scenario& s) {
+  const StrategySpec& st = s.strategy;
+  if (!s.model.moe) return {};
+  const std::string later = " on a mixture-of-experts model is not simulated yet";
+  if (st.sharding != Sharding::none && st.sharding != Sharding::zero1) {
+    return {"strategy.sharding",
+            std::string("'") + to_string(st.sharding) + "'" + later +
+                " (the routed experts' states would shard over the expert-data-parallel "
+                "group); use 'none' or 'zero1' (Megatron's distributed optimizer)"};
+  }
+  if (st.tp > 1 && s.model.moe->shared_experts > 0) {
+    return {"strategy.tp", "tensor parallelism with shared experts" + later +
+                               " (their all-gather and reduce-scatter beside the dispatch); use "
+                               "tp 1 with ep"};
+  }
+  if (st.recompute == Recompute::selective_op) {
+    return {"strategy.recompute", "torchtitan's per-op recomputation (selective-op)" + later +
+                                      "; use 'selective' or 'full'"};
+  }
+  return {};
+}
+
 ExpertRankLoad expert_rank_load(const Scenario& s, double e) {
   ExpertRankLoad out;
   const StrategySpec& st = s.strategy;
@@ -105,8 +128,10 @@ ExpertRankLoad expert_rank_load(const Scenario& s, double e) {
     out.dispatch_bytes = group * out.tokens * row;
     out.dispatch_bytes_off_rank = (group - 1) * out.tokens * row;
   }
-  out.expert_gemm_rows =
-      group * out.routed / static_cast<double>(moe.experts) * st.moe_load_imbalance;
+  // An expert with a capacity drops the copies beyond capacity_factor × its balanced share.
+  const double load = moe.capacity_factor > 0 ? std::min(st.moe_load_imbalance, moe.capacity_factor)
+                                              : st.moe_load_imbalance;
+  out.expert_gemm_rows = group * out.routed / static_cast<double>(moe.experts) * load;
   return out;
 }
 

@@ -50,6 +50,12 @@ ExpertMesh expert_mesh(const StrategySpec& st);
 /// validate_mesh's expert-parallel rules (see above).
 void validate_expert_parallel(const Scenario& s);
 
+/// What the planner does not model yet for an MoE model, by key: sharding beyond the
+/// distributed optimizer (ZeRO-1; ZeRO-2/3 and FSDP would shard the experts over the expert-
+/// data-parallel group), shared experts under tensor parallelism (their all-gather and reduce-
+/// scatter beside the dispatch), torchtitan's per-op recomputation (its MoE save list).
+UnsimulatedFeature unsimulated_moe_strategy(const Scenario& s);
+
 /// What one rank holds and moves for one MoE block with this layout, per micro-batch, with the
 /// load balanced (Megatron-Core's token dispatchers, megatron/core/transformer/moe/
 /// token_dispatcher.py):
@@ -68,7 +74,8 @@ struct ExpertRankLoad {
   double dispatch_bytes = 0;  ///< the dispatch's payload at the rank (above)
   double dispatch_bytes_off_rank = 0;  ///< the part that crosses a link
   /// Rows of the busiest local expert's GEMMs: the group's routed copies over the experts,
-  /// ep · etp · routed / experts, times moe_load_imbalance.
+  /// ep · etp · routed / experts, times moe_load_imbalance (at most model.moe.capacity_factor,
+  /// beyond which an expert drops tokens).
   double expert_gemm_rows = 0;
 };
 ExpertRankLoad expert_rank_load(const Scenario& s, double bytes_per_element);

@@ -7,32 +7,32 @@
 namespace stratagem::workload {
 
 int BlockGraphs::linear_backward(const std::string& name, int dy, double rows, double n, double k,
-                                 double in_bytes_saved) {
+                                 double in_bytes_saved, double count) {
   using scenario::Fp8Recipe;
   int g = dy, g_wgrad = dy;
   if (x_.fp8) {
-    const Quantized q = quantize(b_, name + " output grad", dy, rows * n, false);
+    const Quantized q = quantize(b_, name + " output grad", dy, count * rows * n, false);
     g = q.first;
     g_wgrad = q.second >= 0 ? q.second : q.first;
   }
-  const int w = b_.tensor(k * n, x_.fp8 ? 1.0 : x_.e, true);
-  const int dx_raw = t(b_, rows * k, x_.e);
-  b_.gemm(name + " dgrad", rows, k, n, x_.dtype, g, w, dx_raw);
-  const int dx = rescale(name + " dgrad", dx_raw, rows * k, x_.e);
-  int xin = t(b_, rows * k, in_bytes_saved);
+  const int w = b_.tensor(count * k * n, x_.fp8 ? 1.0 : x_.e, true);
+  const int dx_raw = t(b_, count * rows * k, x_.e);
+  b_.gemm(name + " dgrad", rows, k, n, x_.dtype, g, w, dx_raw, count);
+  const int dx = rescale(name + " dgrad", dx_raw, count * rows * k, x_.e);
+  int xin = t(b_, count * rows * k, in_bytes_saved);
   if (x_.fp8 && eager() && x_.recipe != Fp8Recipe::tensorwise) {
     // torchao casts the kept bf16 input (rowwise: its transpose) for the wgrad GEMM.
-    const int cast =
-        t(b_, rows * k, x_.recipe == Fp8Recipe::mxfp8 ? scenario::kBlockScaledFp8Bytes : 1.0);
+    const int cast = t(b_, count * rows * k,
+                       x_.recipe == Fp8Recipe::mxfp8 ? scenario::kBlockScaledFp8Bytes : 1.0);
     b_.op(name + (x_.recipe == Fp8Recipe::mxfp8 ? " input: cast dim1 to mxfp8"
                                                 : " input: cast transpose to fp8 rowwise"),
           {xin}, {cast});
     xin = cast;
   }
   const double dw_bytes = megatron() ? 8.0 : x_.e;
-  const int dw_raw = t(b_, k * n, dw_bytes);
-  b_.gemm(name + " wgrad", n, k, rows, x_.dtype, g_wgrad, xin, dw_raw);
-  rescale(name + " wgrad", dw_raw, k * n, dw_bytes);
+  const int dw_raw = t(b_, count * k * n, dw_bytes);
+  b_.gemm(name + " wgrad", n, k, rows, x_.dtype, g_wgrad, xin, dw_raw, count);
+  rescale(name + " wgrad", dw_raw, count * k * n, dw_bytes);
   return dx;
 }
 
@@ -143,64 +143,8 @@ void BlockGraphs::backward() {
   const double e = x.e;
   const double saved_in = x.fp8 ? (megatron() ? 1.0 : e) : e;
   const int gout = t(b_, x.nr * x.h, e);  // the block output's gradient
-  // --- MLP (the residual add passes the gradient through unchanged)
-  int gz = gout;
-  if (x.sp) gz = t(b_, x.n * x.h, e);  // all-gathered by the plan
-  const int dact = linear_backward(eager()      ? (x.swiglu ? "w2" : "fc2")
-                                   : megatron() ? "linear_fc2"
-                                                : "dense_4h_to_h",
-                                   gz, x.n, x.h, x.f, saved_in);
-  int dhn = -1;
-  if (x.swiglu) {
-    const int a = t(b_, x.n * x.f, e), b = t(b_, x.n * x.f, e);
-    if (eager()) {
-      int s = -1;
-      if (compile_) {
-        s = t(b_, x.n * x.f, e);
-        b_.op("recompute silu", {a}, {s});
-        const int m = t(b_, x.n * x.f, e);
-        b_.op("recompute mul", {s, b}, {m});  // the wgrad GEMM of w2 reads it
-        b_.keep(m);
-      } else {
-        s = t(b_, x.n * x.f, e);
-      }
-      const int ds = t(b_, x.n * x.f, e), db = t(b_, x.n * x.f, e), da = t(b_, x.n * x.f, e);
-      b_.op("mul backward (grad·w3 out)", {dact, b}, {ds});
-      b_.op("mul backward (grad·silu)", {dact, s}, {db});
-      b_.op("silu backward", {ds, a}, {da});
-      const int d1 = linear_backward("w1", da, x.n, x.f, x.h, saved_in);
-      const int d3 = linear_backward("w3", db, x.n, x.f, x.h, saved_in);
-      dhn = accumulate("accumulate grad (w1, w3)", d1, d3, x.n * x.h, e);
-    } else {
-      const int dfc1 = t(b_, x.n * 2 * x.f, e);
-      if (megatron()) {
-        // bias_swiglu_impl's backward (swiglu_back): one kernel.
-        const int fc1 = t(b_, x.n * 2 * x.f, e);
-        b_.op("swiglu backward (fused)", {dact, fc1}, {dfc1});
-      } else {
-        const int s = t(b_, x.n * x.f, e), ds = t(b_, x.n * x.f, e);
-        b_.op("mul backward (grad·up)", {dact, b}, {ds});
-        const int db = t(b_, x.n * x.f, e);
-        b_.op("mul backward (grad·silu)", {dact, s}, {db});
-        const int da = t(b_, x.n * x.f, e);
-        b_.op("silu backward", {ds, a}, {da});
-        // chunk's backward writes both halves into one gradient tensor.
-        b_.op("chunk backward", {da, db}, {dfc1});
-      }
-      dhn = linear_backward(megatron() ? "linear_fc1" : "dense_h_to_4h", dfc1, x.n, 2 * x.f, x.h,
-                            saved_in);
-    }
-  } else {
-    const int a = t(b_, x.n * x.f, e), da = t(b_, x.n * x.f, e);
-    b_.op(eager() ? "gelu backward" : "bias-gelu backward (fused)", {dact, a}, {da});
-    dhn = linear_backward(eager()      ? "fc1"
-                          : megatron() ? "linear_fc1"
-                                       : "dense_h_to_4h",
-                          da, x.n, x.f, x.h, saved_in);
-  }
-  if (x.sp) dhn = t(b_, x.nr * x.h, e);  // reduce-scattered by the plan
-  const int dh1n = norm_backward(megatron() ? "pre_mlp_layernorm" : "ffn_norm", dhn);
-  const int dh1 = accumulate("accumulate grad (residual)", gout, dh1n, x.nr * x.h, e);
+  const int dh1 = x.moe_block ? moe_backward(gout) : mlp_backward(gout);
+  b_.part(kAttentionPart);
   // --- attention
   int gy = dh1;
   if (x.sp) gy = t(b_, x.n * x.h, e);
@@ -293,6 +237,70 @@ void BlockGraphs::backward() {
   const int dxn_in = norm_backward(megatron() ? "input_layernorm" : "attention_norm", dxn);
   const int dx = accumulate("accumulate grad (residual)", dh1, dxn_in, x.nr * x.h, e);
   b_.keep(dx);
+}
+
+int BlockGraphs::mlp_backward(int gout) {
+  const Shape& x = x_;
+  const double e = x.e;
+  const double saved_in = x.fp8 ? (megatron() ? 1.0 : e) : e;
+  // --- MLP (the residual add passes the gradient through unchanged)
+  int gz = gout;
+  if (x.sp) gz = t(b_, x.n * x.h, e);  // all-gathered by the plan
+  const int dact = linear_backward(eager()      ? (x.swiglu ? "w2" : "fc2")
+                                   : megatron() ? "linear_fc2"
+                                                : "dense_4h_to_h",
+                                   gz, x.n, x.h, x.f, saved_in);
+  int dhn = -1;
+  if (x.swiglu) {
+    const int a = t(b_, x.n * x.f, e), b = t(b_, x.n * x.f, e);
+    if (eager()) {
+      int s = -1;
+      if (compile_) {
+        s = t(b_, x.n * x.f, e);
+        b_.op("recompute silu", {a}, {s});
+        const int m = t(b_, x.n * x.f, e);
+        b_.op("recompute mul", {s, b}, {m});  // the wgrad GEMM of w2 reads it
+        b_.keep(m);
+      } else {
+        s = t(b_, x.n * x.f, e);
+      }
+      const int ds = t(b_, x.n * x.f, e), db = t(b_, x.n * x.f, e), da = t(b_, x.n * x.f, e);
+      b_.op("mul backward (grad·w3 out)", {dact, b}, {ds});
+      b_.op("mul backward (grad·silu)", {dact, s}, {db});
+      b_.op("silu backward", {ds, a}, {da});
+      const int d1 = linear_backward("w1", da, x.n, x.f, x.h, saved_in);
+      const int d3 = linear_backward("w3", db, x.n, x.f, x.h, saved_in);
+      dhn = accumulate("accumulate grad (w1, w3)", d1, d3, x.n * x.h, e);
+    } else {
+      const int dfc1 = t(b_, x.n * 2 * x.f, e);
+      if (megatron()) {
+        // bias_swiglu_impl's backward (swiglu_back): one kernel.
+        const int fc1 = t(b_, x.n * 2 * x.f, e);
+        b_.op("swiglu backward (fused)", {dact, fc1}, {dfc1});
+      } else {
+        const int s = t(b_, x.n * x.f, e), ds = t(b_, x.n * x.f, e);
+        b_.op("mul backward (grad·up)", {dact, b}, {ds});
+        const int db = t(b_, x.n * x.f, e);
+        b_.op("mul backward (grad·silu)", {dact, s}, {db});
+        const int da = t(b_, x.n * x.f, e);
+        b_.op("silu backward", {ds, a}, {da});
+        // chunk's backward writes both halves into one gradient tensor.
+        b_.op("chunk backward", {da, db}, {dfc1});
+      }
+      dhn = linear_backward(megatron() ? "linear_fc1" : "dense_h_to_4h", dfc1, x.n, 2 * x.f, x.h,
+                            saved_in);
+    }
+  } else {
+    const int a = t(b_, x.n * x.f, e), da = t(b_, x.n * x.f, e);
+    b_.op(eager() ? "gelu backward" : "bias-gelu backward (fused)", {dact, a}, {da});
+    dhn = linear_backward(eager()      ? "fc1"
+                          : megatron() ? "linear_fc1"
+                                       : "dense_h_to_4h",
+                          da, x.n, x.f, x.h, saved_in);
+  }
+  if (x.sp) dhn = t(b_, x.nr * x.h, e);  // reduce-scattered by the plan
+  const int dh1n = norm_backward(megatron() ? "pre_mlp_layernorm" : "ffn_norm", dhn);
+  return accumulate("accumulate grad (residual)", gout, dh1n, x.nr * x.h, e);
 }
 
 }  // namespace stratagem::workload

@@ -5,7 +5,7 @@
 
 namespace stratagem::workload {
 
-int BlockGraphs::norm_forward(const std::string& name, int in) {
+int BlockGraphs::norm_forward(const std::string& name, int in, bool fused_into_linear) {
   const double rows = x_.nr, h = x_.h, e = x_.e;
   const int w = f_.tensor(h, e, true);
   const int rstd = t(f_, rows, 4);
@@ -14,7 +14,7 @@ int BlockGraphs::norm_forward(const std::string& name, int in) {
     // One kernel: Transformer Engine's LayerNormLinear norm (transformer_engine/pytorch/
     // module/layernorm_linear.py, which under fp8 writes the fp8 output and its transpose),
     // apex's FusedLayerNorm/FusedRMSNorm, or ATen's native_layer_norm.
-    if (megatron() && x_.fp8) {
+    if (megatron() && x_.fp8 && fused_into_linear) {
       const int out = t(f_, rows * h, 1), transposed = t(f_, rows * h, 1);
       f_.op(name, {in, w}, {out, transposed, rstd});
       f_.keep(transposed);  // the wgrad GEMM's operand
@@ -104,12 +104,12 @@ BlockGraphs::Quantized BlockGraphs::quantize(OpGraph& g, const std::string& name
 }
 
 int BlockGraphs::linear(const std::string& name, int in, double rows, double n, double k,
-                        bool in_is_fp8) {
+                        bool in_is_fp8, double count) {
   int a = in;
-  if (x_.fp8 && !in_is_fp8) a = quantize(f_, name + " input", in, rows * k, true).first;
-  const int w = f_.tensor(k * n, x_.fp8 ? 1.0 : x_.e, true);
-  const int out = t(f_, rows * n, x_.e);
-  f_.gemm(name, rows, n, k, x_.dtype, a, w, out);
+  if (x_.fp8 && !in_is_fp8) a = quantize(f_, name + " input", in, count * rows * k, true).first;
+  const int w = f_.tensor(count * k * n, x_.fp8 ? 1.0 : x_.e, true);
+  const int out = t(f_, count * rows * n, x_.e);
+  f_.gemm(name, rows, n, k, x_.dtype, a, w, out, count);
   return out;
 }
 
@@ -263,7 +263,17 @@ void BlockGraphs::forward() {
   const int h1 = t(f_, x.nr * x.h, e);
   f_.op(eager() ? "residual add" : "bias-dropout-add", {input, yr}, {h1});
   f_.keep(h1);
-  // --- MLP
+  if (x.moe_block) {
+    moe_forward(h1);
+  } else {
+    mlp_forward(h1);
+  }
+}
+
+int BlockGraphs::mlp_forward(int h1) {
+  const Shape& x = x_;
+  const double e = x.e;
+  const bool xn_fp8 = megatron() && x.fp8;
   int hn = norm_forward(megatron() ? "pre_mlp_layernorm" : "ffn_norm", h1);
   if (x.sp) {
     f_.keep(hn);
@@ -317,6 +327,7 @@ void BlockGraphs::forward() {
   const int out = t(f_, x.nr * x.h, e);
   f_.op(eager() ? "residual add" : "bias-dropout-add", {h1, zr}, {out});
   f_.keep(out);
+  return out;
 }
 
 }  // namespace stratagem::workload

@@ -12,6 +12,21 @@ namespace stratagem::workload {
 using scenario::DType;
 using scenario::Stack;
 
+/// One rank's share of an MoE block's experts (model.moe; expert_mesh.hpp for the layout).
+struct MoeShape {
+  double experts = 0;  ///< routed experts: the router's outputs
+  double top_k = 0;
+  double local = 0;      ///< routed experts on this rank: experts / ep
+  double rows = 0;       ///< rows of each local expert's GEMMs: the busiest expert's
+  double routed = 0;     ///< token copies this rank routes: tokens · top_k
+  double f = 0;          ///< one routed expert's MLP width / etp
+  double shared_f = 0;   ///< the shared experts' MLP width, all of them together
+  bool sigmoid = false;  ///< DeepSeek-V3's sigmoid affinities with a balancing bias
+  /// ep · etp > 1: the experts' rows arrive by the plan's dispatch and leave by its combine
+  /// (the graph starts them as fresh tensors, as it does across TP collectives).
+  bool dispatched = false;
+};
+
 /// One rank's share of a block (widths already divided by tp; tokens by cp).
 struct Shape {
   double n = 0;      ///< tokens of one micro-batch on this rank: b·s/cp
@@ -33,10 +48,13 @@ struct Shape {
   DType dtype = DType::bf16;  ///< the linear layers' GEMM dtype
   bool fp8 = false;
   scenario::Fp8Recipe recipe = scenario::Fp8Recipe::tensorwise;  ///< under fp8
+  bool moe_block = false;  ///< the MLP is a mixture of experts (`moe`), not `f`
+  MoeShape moe;
 };
 
-/// One rank's share of the scenario's block. Throws SpecError for a model without a shape.
-Shape shape_of(const scenario::Scenario& s);
+/// One rank's share of the scenario's block of `kind`. Throws SpecError for a model without a
+/// shape.
+Shape shape_of(const scenario::Scenario& s, scenario::BlockKind kind = scenario::BlockKind::dense);
 
 /// Builds one block's forward graph (block_forward.cpp) and backward graph (block_backward.cpp)
 /// as `stack` writes the block; `compile` marks the graphs for Inductor's fusion (only
@@ -54,6 +72,7 @@ class BlockGraphs {
     BlockKernels k;
     k.forward = compile_ ? f_.fused() : f_.eager();
     k.backward = compile_ ? b_.fused() : b_.eager();
+    for (int p = 0; p < kBlockPartCount; ++p) k.saved[p] = f_.kept_bytes(p);
     return k;
   }
 
@@ -75,8 +94,10 @@ class BlockGraphs {
 
   // forward (block_forward.cpp)
   /// A norm over `rows` tokens of width h. Returns the normalized output (what the next
-  /// linear reads: fp8 when Transformer Engine's LayerNormLinear casts in the norm kernel).
-  int norm_forward(const std::string& name, int in);
+  /// linear reads: fp8 when Transformer Engine's LayerNormLinear casts in the norm kernel,
+  /// unless `fused_into_linear` is false: an MoE block's norm feeds the router and the
+  /// permutation, a TENorm of its own in Megatron-Core).
+  int norm_forward(const std::string& name, int in, bool fused_into_linear = true);
 
   /// The fp8 quantization of a linear layer's activation operand: its input (forward) or its
   /// output gradient (backward), `elements` of it. `first`: what the forward or dgrad GEMM
@@ -99,8 +120,10 @@ class BlockGraphs {
   /// kernel of its own (torchao/float8/float8_ops.py addmm_float8_unwrapped); else `raw`.
   int rescale(const std::string& name, int raw, double elements, double bytes);
 
-  /// A linear layer's forward GEMM: `in` (rows × k) times the k × n weight.
-  int linear(const std::string& name, int in, double rows, double n, double k, bool in_is_fp8);
+  /// A linear layer's forward GEMM: `in` (rows × k) times the k × n weight; `count` > 1: that
+  /// many experts' linears as one grouped GEMM, `rows` each.
+  int linear(const std::string& name, int in, double rows, double n, double k, bool in_is_fp8,
+             double count = 1);
 
   /// RoPE on one of q, k: torchtitan's complex form (apply_rotary_emb: float(), complex
   /// multiply, type_as), Megatron-LM's rotate-half form (megatron/model/rotary_pos_embedding.py
@@ -113,13 +136,19 @@ class BlockGraphs {
   int complex_rope(OpGraph& g, int in, double el, int freqs, const std::string (&names)[3]);
 
   void forward();
+  /// The dense MLP half after the attention's residual `h1`; returns the block's output.
+  int mlp_forward(int h1);
+  /// The MLP half of an MoE block after the attention's residual `h1` (block_moe.cpp):
+  /// Megatron-Core's MoELayer (router, token dispatcher, grouped experts, shared experts) or
+  /// torchtitan's MoE; returns the block's output.
+  int moe_forward(int h1);
 
   // backward (block_backward.cpp)
   /// The gradient of a linear layer: dgrad (dy · Wᵀ) and wgrad (dyᵀ · x). `dy` is rows × n;
   /// returns the input gradient, rows × k. Megatron accumulates wgrad into the fp32 main_grad
   /// (gradient_accumulation_fusion: read and written in fp32).
   int linear_backward(const std::string& name, int dy, double rows, double n, double k,
-                      double in_bytes_saved);
+                      double in_bytes_saved, double count = 1);
 
   int accumulate(const std::string& name, int a, int b, double elements, double bytes);
 
@@ -131,6 +160,19 @@ class BlockGraphs {
   int rope_backward(const std::string& name, int g, double width);
 
   void backward();
+  /// The dense MLP half's backward; returns the gradient of the attention's residual `h1`.
+  int mlp_backward(int gout);
+  /// The MoE half's backward from the block output's gradient `gout`; returns the gradient of
+  /// the attention's residual `h1` (block_moe.cpp).
+  int moe_backward(int gout);
+  /// A two- or three-matrix MLP (SwiGLU or GeLU) on `rows` rows of width `f`, `count` experts
+  /// of it grouped (Megatron-Core's TEGroupedMLP, torchtitan's GroupedExperts), forward and
+  /// backward; `probs` (≥ 0): the routing weights, multiplied into the activation's output
+  /// (Megatron-Core's weighted SwiGLU; torchtitan scales the experts' outputs instead).
+  int expert_mlp_forward(const std::string& name, int in, double rows, double f, double count,
+                         int probs);
+  int expert_mlp_backward(const std::string& name, int dy, double rows, double f, double count,
+                          bool weighted);
 };
 
 }  // namespace stratagem::workload

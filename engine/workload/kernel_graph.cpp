@@ -20,8 +20,16 @@ const char* to_string(KernelKind k) {
 }
 
 int OpGraph::tensor(double elements, double element_bytes, bool constant) {
-  tensors_.push_back({elements * element_bytes, false, constant});
+  tensors_.push_back({elements * element_bytes, false, constant, part_});
   return static_cast<int>(tensors_.size()) - 1;
+}
+
+double OpGraph::kept_bytes(int part) const {
+  double bytes = 0;
+  for (const Tensor& t : tensors_) {
+    if (t.kept && t.part == part) bytes += t.bytes;
+  }
+  return bytes;
 }
 
 void OpGraph::keep(int tensor) {
@@ -32,13 +40,14 @@ void OpGraph::op(std::string name, std::vector<int> in, std::vector<int> out) {
   Node n;
   n.kernel.name = std::move(name);
   n.kernel.kind = KernelKind::memory;
+  n.kernel.part = part_;
   n.in = std::move(in);
   n.out = std::move(out);
   nodes_.push_back(std::move(n));
 }
 
 void OpGraph::gemm(std::string name, double m, double n, double k, scenario::DType dtype, int a,
-                   int b, int c) {
+                   int b, int c, double count) {
   Node node;
   node.kernel.name = std::move(name);
   node.kernel.kind = KernelKind::gemm;
@@ -46,7 +55,8 @@ void OpGraph::gemm(std::string name, double m, double n, double k, scenario::DTy
   node.kernel.n = n;
   node.kernel.k = k;
   node.kernel.dtype = dtype;
-  node.kernel.flops = 2.0 * m * n * k;
+  node.kernel.flops = count == 1 ? 2.0 * m * n * k : count * 2.0 * m * n * k;
+  node.kernel.part = part_;
   node.in = {a, b};
   node.out = {c};
   nodes_.push_back(std::move(node));
@@ -56,6 +66,7 @@ void OpGraph::attention(Kernel k, std::vector<int> in, std::vector<int> out) {
   Node n;
   n.kernel = std::move(k);
   n.kernel.kind = KernelKind::attention;
+  n.kernel.part = part_;
   n.in = std::move(in);
   n.out = std::move(out);
   nodes_.push_back(std::move(n));
@@ -127,7 +138,11 @@ std::vector<Kernel> OpGraph::fused() const {
       std::set<int> read, written;
       for (int a = i; a < j; ++a) {
         if (find(a - i) != r) continue;
-        if (!k.name.empty()) k.name += '+';
+        if (k.name.empty()) {
+          k.part = nodes_[a].kernel.part;  // the chain's first node's
+        } else {
+          k.name += '+';
+        }
         k.name += nodes_[a].kernel.name;
         for (int t : nodes_[a].in) {
           if (writer[t] < i || writer[t] >= j) read.insert(t);  // from outside the run

@@ -32,6 +32,9 @@ struct Kernel {
   double head_dim = 0, seq = 0;
   bool causal = false;
   bool backward = false;
+  /// Which part of its block the kernel belongs to (kernels.hpp BlockPart), for the plan's
+  /// chains that communicate between parts.
+  int part = 0;
 };
 
 class OpGraph {
@@ -41,16 +44,21 @@ class OpGraph {
   /// does not make two ops one kernel.
   int tensor(double elements, double element_bytes, bool constant = false);
   double bytes(int tensor) const { return tensors_.at(tensor).bytes; }
+  /// Bytes of the kept tensors (keep) made while part `part` was set.
+  double kept_bytes(int part) const;
   /// A memory-bound op (pointwise, reduction, copy) reading `in` and writing `out`.
   void op(std::string name, std::vector<int> in, std::vector<int> out);
-  /// An m×k by k×n GEMM reading `a` (m×k) and `b` (k×n), writing `c` (m×n).
+  /// An m×k by k×n GEMM reading `a` (m×k) and `b` (k×n), writing `c` (m×n); `count` > 1: a
+  /// grouped GEMM of that many such products in one launch (`a`, `b`, `c` all of them).
   void gemm(std::string name, double m, double n, double k, scenario::DType dtype, int a, int b,
-            int c);
+            int c, double count = 1);
   /// A fused attention kernel (`k` gives its FLOPs and shape; bytes are its tensors').
   void attention(Kernel k, std::vector<int> in, std::vector<int> out);
   /// The tensor outlives the graph (saved for backward, the block's output, sent to another
   /// rank): a fused kernel that produces it writes it to HBM.
   void keep(int tensor);
+  /// Tags the ops added from now on as part `part` of the block (Kernel::part).
+  void part(int part) { part_ = part; }
 
   std::vector<Kernel> eager() const;
   std::vector<Kernel> fused() const;
@@ -60,6 +68,7 @@ class OpGraph {
     double bytes = 0;
     bool kept = false;
     bool constant = false;
+    int part = 0;
   };
   struct Node {
     Kernel kernel;
@@ -67,6 +76,7 @@ class OpGraph {
   };
   std::vector<Tensor> tensors_;
   std::vector<Node> nodes_;
+  int part_ = 0;
 };
 
 }  // namespace stratagem::workload

@@ -1,11 +1,12 @@
 #include "engine/workload/kernels.hpp"
 
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/workload/block_graphs.hpp"
 
 namespace stratagem::workload {
 
-Shape shape_of(const scenario::Scenario& s) {
+Shape shape_of(const scenario::Scenario& s, scenario::BlockKind kind) {
   const auto& m = s.model;
   const auto& st = s.strategy;
   if (m.measured || m.params_given > 0) {
@@ -34,11 +35,26 @@ Shape shape_of(const scenario::Scenario& s) {
   x.dtype = scenario::gemm_dtype(st);
   x.fp8 = x.dtype == DType::fp8;
   x.recipe = st.fp8_recipe;
+  if (kind == scenario::BlockKind::moe && m.moe) {
+    const scenario::MoeSpec& moe = *m.moe;
+    const scenario::ExpertRankLoad load = scenario::expert_rank_load(s, x.e);
+    x.moe_block = true;
+    x.moe.experts = static_cast<double>(moe.experts);
+    x.moe.top_k = static_cast<double>(moe.top_k);
+    x.moe.local = static_cast<double>(load.local_experts);
+    x.moe.rows = load.expert_gemm_rows;
+    x.moe.routed = load.routed;
+    x.moe.f = static_cast<double>(moe.expert_ffn_hidden) / st.etp;
+    x.moe.shared_f =
+        static_cast<double>(moe.shared_experts) * static_cast<double>(moe.shared_expert_ffn_hidden);
+    x.moe.sigmoid = moe.router == scenario::RouterKind::sigmoid_bias;
+    x.moe.dispatched = st.ep * st.etp > 1;
+  }
   return x;
 }
 
-BlockKernels block_kernels(const scenario::Scenario& s) {
-  const Shape x = shape_of(s);
+BlockKernels block_kernels(const scenario::Scenario& s, scenario::BlockKind kind) {
+  const Shape x = shape_of(s, kind);
   const bool compile = s.strategy.compile && scenario::eager_modules(s.strategy.stack);
   return BlockGraphs(x, s.strategy.stack, compile).build();
 }

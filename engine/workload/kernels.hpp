@@ -19,6 +19,7 @@
 // ops and the frameworks' own backward kernels for the fused ones.
 // Not counted: kernels of O(tokens) or O(hidden) bytes (row statistics, bias gradients'
 // second pass), dropout (p = 0 in today's recipes), communication (the plan's collectives).
+#include <array>
 #include <vector>
 
 #include "engine/scenario/scenario.hpp"
@@ -30,14 +31,30 @@ namespace stratagem::workload {
 inline constexpr const char* kScoresGemm = "q·kᵀ";
 inline constexpr const char* kValuesGemm = "probs·v";
 
+/// Parts of an MoE block (Kernel::part), in forward order: the plan's chain puts the token
+/// dispatch between kMoePrePart and kExpertsPart (kSharedPart beside it) and the combine
+/// between kExpertsPart and kMoePostPart. A dense block's kernels all carry part 0 (its chain
+/// does not read them).
+enum BlockPart : int {
+  kAttentionPart = 0,  ///< the attention half, up to and with its residual add
+  kMoePrePart,         ///< the MLP's norm, the router, the permutation of the routed copies
+  kSharedPart,         ///< the shared experts
+  kExpertsPart,        ///< the routed experts (and the regrouping of their rows)
+  kMoePostPart,        ///< the un-permutation (weighted sum of each token's copies), residual
+  kBlockPartCount
+};
+
 struct BlockKernels {
   std::vector<Kernel> forward;
   std::vector<Kernel> backward;
+  /// What the forward keeps for backward, by part (OpGraph::kept_bytes).
+  std::array<double, kBlockPartCount> saved{};
 };
 
 /// One block's kernels on one tensor- and context-parallel rank for one micro-batch. Throws
 /// SpecError for a measured or quick-form model (no block shape to list).
-BlockKernels block_kernels(const scenario::Scenario& s);
+BlockKernels block_kernels(const scenario::Scenario& s,
+                           scenario::BlockKind kind = scenario::BlockKind::dense);
 
 /// Totals of a kernel list, for the plan's compute ops.
 struct KernelTotals {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/kernels.hpp"
 
@@ -135,6 +136,85 @@ GemmMixPtr op_mix(const std::vector<Unit>& units, Phase phase, int u0, int u1) {
   return parts.size() == 1 ? parts.front().first : merge(parts);
 }
 
+// The attention half of activation_bytes_per_layer's table (Korthikanti et al. 2022, §4.1:
+// its norm's input 2, QKV's input 2, Q and K 4/t, V 2/t, the projection's input 2/t, the
+// dropout mask 1 — 5c + 8/t bytes per s·b·h, c = 1/t with sequence parallelism, else 1 —
+// and the scores), with everything else as that function has it: under full recomputation
+// the block keeps its input alone.
+double attention_activation_bytes(const scenario::Scenario& s, scenario::Recompute recompute,
+                                  double elem, const scenario::ActivationLayout& layout) {
+  const auto& m = s.model;
+  const double seq = static_cast<double>(s.training.seq_len), b = s.strategy.micro_batch_size;
+  const double scale = elem / 2.0, t = layout.tp, local = seq / layout.cp;
+  const double c = layout.sequence_parallel ? 1.0 / t : 1.0;
+  const double sbh = local * b * static_cast<double>(m.hidden);
+  if (recompute == scenario::Recompute::full) return 2.0 * c * sbh * scale;
+  double bytes = sbh * (5.0 * c + 8.0 / t) * scale;
+  if (layout.fp8_inputs) bytes -= sbh * (c + 1.0 / t);  // QKV's and the projection's inputs
+  if (recompute == scenario::Recompute::selective) return bytes;
+  const double a = static_cast<double>(m.heads);
+  if (layout.flash) return bytes + 4.0 * a / t * local * b;
+  return bytes + 5.0 * a * seq * seq * b / t * scale;
+}
+
+// An MoE block (model.moe) on one rank: the dense block's attention half, the MoE half from its
+// stack's kernel graph (block_moe.cpp) — the router, the rank's share of the routed experts
+// (expert_mesh.hpp), the shared experts. Its GEMM FLOPs are what the rank runs: the busiest
+// expert's rows on every local expert (moe_load_imbalance) and the router's GEMM, so they exceed
+// the model's FLOP count (training_flops_per_token) when the load is not balanced.
+Unit moe_block_unit(const scenario::Scenario& s, const Unit& dense, scenario::Recompute recompute,
+                    double elem, const scenario::ActivationLayout& layout) {
+  const auto& m = s.model;
+  const auto& st = s.strategy;
+  const double t = st.tp;
+  const scenario::BlockParamsBreakdown p =
+      scenario::block_params_breakdown(m, scenario::BlockKind::moe);
+  const scenario::ExpertRankLoad load = scenario::expert_rank_load(s, elem);
+  const double shared =
+      p.mlp - static_cast<double>(m.moe->experts) * scenario::routed_expert_params(m);
+  Unit u = dense;
+  u.expert_params = load.expert_params;
+  u.params = p.attention / t + p.norms + p.router + shared / t + load.expert_params;
+  u.gather_params = u.params;
+  u.linear_params = p.attention / t + shared / t + load.expert_params;
+  const BlockKernels k = block_kernels(s, scenario::BlockKind::moe);
+  const KernelTotals f = totals(k.forward), b = totals(k.backward);
+  u.fwd_flops = f.gemm_flops;
+  u.attn_fwd_flops = f.attention_flops;
+  u.kernel_list = true;
+  u.fwd_bytes = f.memory_bytes;
+  u.bwd_bytes = b.memory_bytes;
+  u.fwd_gemm_bytes = f.gemm_bytes;
+  u.bwd_gemm_bytes = b.gemm_bytes;
+  u.fwd_launches = f.launches;
+  u.bwd_launches = b.launches;
+  u.fwd_gemms = gemm_mix(k.forward);
+  u.bwd_gemms = gemm_mix(k.backward);
+  // The MoE half's saved tensors; among them the block's output (kept: the next block's input),
+  // which stands for the MoE norm's input h1 (the same s·b·h, made in the attention half).
+  double moe_saved = 0;
+  for (int part = kMoePrePart; part < kBlockPartCount; ++part) moe_saved += k.saved[part];
+  u.full_act_bytes =
+      attention_activation_bytes(s, scenario::Recompute::none, elem, layout) + moe_saved;
+  u.act_bytes = recompute == scenario::Recompute::full
+                    ? attention_activation_bytes(s, recompute, elem, layout)
+                    : attention_activation_bytes(s, recompute, elem, layout) + moe_saved;
+  switch (recompute) {
+    case scenario::Recompute::full:
+      u.recompute_flops = u.fwd_flops;
+      u.recompute_attn_flops = u.attn_fwd_flops;
+      u.recompute_gemms = u.fwd_gemms;
+      break;
+    case scenario::Recompute::selective:
+      u.recompute_gemms = gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
+      break;
+    default:
+      break;
+  }
+  u.gemm_dim = std::min(dense.gemm_dim, load.expert_gemm_rows);
+  return u;
+}
+
 }  // namespace
 
 std::vector<Unit> make_units(const scenario::Scenario& s) {
@@ -242,9 +322,18 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
       block.recompute_gemms = gemm_mix(k.forward, {kScoresGemm, kValuesGemm});
     }
   }
-  for (std::int64_t l = 1; l <= m.layers; ++l) {
-    block.name = "block " + std::to_string(l);
-    units.push_back(block);
+  if (m.moe) {
+    Unit moe = moe_block_unit(s, block, recompute, elem, act);
+    for (std::int64_t l = 1; l <= m.layers; ++l) {
+      Unit& unit = scenario::is_moe_block(*m.moe, l - 1) ? moe : block;
+      unit.name = "block " + std::to_string(l);
+      units.push_back(unit);
+    }
+  } else {
+    for (std::int64_t l = 1; l <= m.layers; ++l) {
+      block.name = "block " + std::to_string(l);
+      units.push_back(block);
+    }
   }
 
   Unit head;

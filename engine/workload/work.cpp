@@ -32,6 +32,8 @@ const char* to_string(CollectiveKind k) {
       return "all_gather";
     case CollectiveKind::broadcast:
       return "broadcast";
+    case CollectiveKind::all_to_all:
+      return "all_to_all";
   }
   return "?";
 }

@@ -23,7 +23,15 @@ enum class Phase : std::uint8_t {
 };
 const char* to_string(Phase p);
 
-enum class CollectiveKind : std::uint8_t { all_reduce, reduce_scatter, all_gather, broadcast };
+/// all_to_all: each of the n ranks sends 1/n of its buffer to every other (expert-parallel
+/// token dispatch and combine; `bytes` is the rank's whole buffer, its own 1/n included).
+enum class CollectiveKind : std::uint8_t {
+  all_reduce,
+  reduce_scatter,
+  all_gather,
+  broadcast,
+  all_to_all
+};
 const char* to_string(CollectiveKind k);
 
 struct Compute {
@@ -84,6 +92,10 @@ struct Unit {
   double head_dim = 0;
   bool causal = true;
   double linear_params = 0;  ///< its linear layers' weights (what fp8 training casts)
+  /// Of `params`, the routed experts' (an MoE block's local experts): their gradients are
+  /// reduced, and their states sharded, over the expert-data-parallel group, the rest over
+  /// the data-parallel one.
+  double expert_params = 0;
   /// From the training stack's kernel list (kernels.hpp; blocks of shaped models): the
   /// memory-bound kernels' bytes and every kernel's launch, forward and backward, and the
   /// backward GEMMs' operand bytes. Without one (`kernel_list` false) the work uses the

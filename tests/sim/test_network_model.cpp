@@ -158,5 +158,27 @@ TEST(NetworkModel, ScatteredP2pIsTheShareThenTheTpGroupsAllGather) {
   EXPECT_LT(p.total_s(), net.p2p(false, S).total_s());
 }
 
+TEST(NetworkModel, AllToAllSendsOneNthToEachPeer) {
+  const scenario::LinkSpec inter{25e9, 5e-6};
+  AlphaBetaNetwork net(kLink, inter, Algorithm::fastest);
+  // 8 ranks on one node: 7/8 of the buffer leaves each rank, one α per peer.
+  const CommPhases one = net.collective(plan::CollectiveKind::all_to_all, {8, 1, 8}, S);
+  ASSERT_EQ(one.count, 1);
+  EXPECT_DOUBLE_EQ(one.phase[0].transfer_s, 7.0 / 8 * S / B);
+  EXPECT_DOUBLE_EQ(one.phase[0].latency_s, 7 * A);
+  // 32 ranks on 4 nodes: 7/32 to the node's peers over NVLink, 24/32 over the network.
+  const CommPhases four = net.collective(plan::CollectiveKind::all_to_all, {32, 4, 8}, S);
+  ASSERT_EQ(four.count, 2);
+  EXPECT_EQ(four.phase[0].link, LinkKind::intra_node);
+  EXPECT_DOUBLE_EQ(four.phase[0].transfer_s, 7.0 / 32 * S / B);
+  EXPECT_EQ(four.phase[1].link, LinkKind::inter_node);
+  EXPECT_DOUBLE_EQ(four.phase[1].transfer_s, 24.0 / 32 * S / inter.bandwidth);
+  EXPECT_DOUBLE_EQ(four.phase[1].latency_s, 24 * inter.latency);
+  // One rank per node: the network part alone.
+  const CommPhases spread = net.collective(plan::CollectiveKind::all_to_all, {4, 4, 1}, S);
+  ASSERT_EQ(spread.count, 1);
+  EXPECT_DOUBLE_EQ(spread.phase[0].transfer_s, 3.0 / 4 * S / inter.bandwidth);
+}
+
 }  // namespace
 }  // namespace stratagem::sim

@@ -40,6 +40,8 @@ Rgba kind_color(result::SpanKind k) {
       return {255, 160, 120, 255};
     case K::broadcast:
       return {141, 110, 99, 255};
+    case K::all_to_all:
+      return {198, 40, 40, 255};
     case K::send:
       return {251, 192, 45, 255};
     case K::recv:
