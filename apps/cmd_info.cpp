@@ -358,7 +358,10 @@ Registration reg{{"info",
                     sub.add_flag("--json", *json, "Print JSON");
                     return std::function<int()>([file, json] {
                       const auto s = scenario::load_scenario_to_describe(*file);
-                      if (const auto why = scenario::unsimulated_feature(s.model)) {
+                      // A model beyond the dense blocks' description (mixture of experts), or
+                      // one the planner does not model yet.
+                      const auto why = scenario::unsimulated_feature(s.model);
+                      if (why || s.model.moe) {
                         if (*json) {
                           std::cout << described_json(s, why).dump(2) << "\n";
                         } else {

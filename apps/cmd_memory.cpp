@@ -11,6 +11,7 @@
 #include "apps/command.hpp"
 #include "engine/memory/memory.hpp"
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/parallel_dims.hpp"
 #include "engine/scenario/presets.hpp"
 #include "engine/scenario/units.hpp"
@@ -98,7 +99,10 @@ std::string precision_text(const scenario::StrategySpec& st) {
 // Why a class holds what it does, for the table's notes column.
 std::string note(TensorClass c, const scenario::Scenario& s, const memory::RankMemory& r) {
   const auto& st = s.strategy;
-  const std::string shard = " /" + std::to_string(r.shards);
+  // MoE: the routed experts' share over the expert-data-parallel group.
+  const std::string shard =
+      " /" + std::to_string(r.shards) +
+      (s.model.moe ? " (experts /" + std::to_string(scenario::expert_mesh(st).edp) + ")" : "");
   const bool offload = st.offload_optimizer == scenario::Offload::cpu;
   switch (c) {
     case TensorClass::params:
@@ -154,7 +158,10 @@ void print_report(const scenario::Scenario& s, const memory::MemoryReport& repor
   const std::string tp_text =
       (st.tp > 1 ? " x tp " + std::to_string(st.tp) + (st.sequence_parallel ? " (SP)" : "")
                  : std::string()) +
-      (st.cp > 1 ? " x cp " + std::to_string(st.cp) : std::string());
+      (st.cp > 1 ? " x cp " + std::to_string(st.cp) : std::string()) +
+      (st.ep * st.etp > 1 ? " (experts: ep " + std::to_string(st.ep) +
+                                (st.etp > 1 ? " x etp " + std::to_string(st.etp) : "") + ")"
+                          : std::string());
   std::printf("  model %s, %s params; %d node%s x %d %s; dp %d%s x pp %d, %s", s.model.name.c_str(),
               count_text(scenario::total_params(s.model)).c_str(), s.cluster.nodes,
               s.cluster.nodes == 1 ? "" : "s", s.cluster.gpus_per_node, s.cluster.gpu.name.c_str(),

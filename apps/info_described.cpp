@@ -135,7 +135,8 @@ nlohmann::json described_json(const scenario::Scenario& s,
           {"flops_per_step",
            scenario::training_flops_per_token(m, s.training.seq_len) * s.tokens_per_step()},
           {"expert_parallel", m.moe ? expert_parallel_json(s) : nlohmann::json()},
-          {"not_simulated", {{"key", why.key}, {"reason", why.what}}}};
+          {"not_simulated",
+           why ? nlohmann::json{{"key", why.key}, {"reason", why.what}} : nlohmann::json()}};
 }
 
 void print_described(const scenario::Scenario& s, const scenario::UnsimulatedFeature& why) {
@@ -242,9 +243,9 @@ void print_described(const scenario::Scenario& s, const scenario::UnsimulatedFea
       "  N_active = the weight matrices a token multiplies (%sLM head%s); attention core %s\n",
       m.moe ? "top_k routed + shared experts, router, " : "",
       m.mtp_layers > 0 ? ", each MTP module's projection, block and LM head" : "", spans.c_str());
-  std::printf("  per step: x %s tokens = %s FLOP\n\n", grouped(s.tokens_per_step()).c_str(),
+  std::printf("  per step: x %s tokens = %s FLOP\n", grouped(s.tokens_per_step()).c_str(),
               sci(flops * s.tokens_per_step()).c_str());
-  std::printf("Not simulated yet (%s): %s\n", why.key.c_str(), why.what.c_str());
+  if (why) std::printf("\nNot simulated yet (%s): %s\n", why.key.c_str(), why.what.c_str());
 }
 
 }  // namespace stratagem::cli

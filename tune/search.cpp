@@ -139,6 +139,9 @@ std::string strategy_label(const scenario::Scenario& s) {
   }
   if (st.cp > 1) label += " × cp " + std::to_string(st.cp);
   label += " × pp " + std::to_string(st.pp);
+  // The MoE blocks' regrouping of each stage's ranks (expert_mesh.hpp).
+  if (st.ep > 1) label += " (ep " + std::to_string(st.ep) + ")";
+  if (st.etp > 1) label += " (etp " + std::to_string(st.etp) + ")";
   if (st.pp > 1) {
     label += ", " + std::string(scenario::to_string(st.schedule));
     if (st.schedule == scenario::Schedule::interleaved) label += " v" + std::to_string(st.chunks);

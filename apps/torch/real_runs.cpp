@@ -22,6 +22,8 @@ std::string default_work_dir(const std::string& what) {
 
 scenario::Scenario on_local_processes(const scenario::Scenario& scenario, int processes) {
   if (processes < 1) throw SpecError("--num_processes", "must be >= 1");
+  // Refused here, before a process is started, not by each worker.
+  runtime::check_runtime_model(scenario.model);
   runtime::check_runtime_strategy(scenario.strategy);
   scenario::Scenario s = scenario;
   if (s.world_size() == processes && s.cluster.nodes == 1) return s;

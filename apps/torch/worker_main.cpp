@@ -190,6 +190,7 @@ scenario::Scenario job_scenario(const WorkerArgs& args, bool on_cpu, int nodes,
     j["cluster"] = c;
   }
   scenario::Scenario parsed = scenario::parse_scenario(j, args.scenario);
+  check_runtime_model(parsed.model);
   check_runtime_strategy(parsed.strategy);
   return parsed;
 }

@@ -4,6 +4,7 @@
 #include "engine/plan/builder.hpp"
 #include "engine/plan/plan.hpp"
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/parallel_dims.hpp"
 #include "engine/scenario/units.hpp"
 #include "engine/workload/stages.hpp"
@@ -40,12 +41,13 @@ RankMemory stage_memory(const scenario::Scenario& s, const std::vector<plan::Uni
   input.grads_sharded = buckets;
   input.bucket_cap_bytes = units::bucket_mb_to_bytes(st.bucket_mb);
   input.recompute = scenario::effective_recompute(st) != scenario::Recompute::none;
-  double stage_params = 0;
+  double stage_params = 0, expert_params = 0;
   for (const auto& [begin, end] : chunks) {
     auto& out = input.chunk_units.emplace_back();
     for (int u = begin; u < end; ++u) {
       const plan::Unit& unit = units[u];
       stage_params += unit.params;
+      expert_params += unit.expert_params;
       UnitTransient t;
       t.act = unit.act_bytes;
       // Units that recompute something rebuild what recomputation dropped.
@@ -63,7 +65,19 @@ RankMemory stage_memory(const scenario::Scenario& s, const std::vector<plan::Uni
   r.rank = scenario::mesh_shape(st).rank_of(stage, 0);
   r.shards = shard_group_size(s);
   r.stage_params = stage_params;
-  const ModelStates states = model_states(stage_params, r.shards, st);
+  ModelStates states = model_states(stage_params, r.shards, st);
+  if (expert_params > 0) {
+    // MoE: the routed experts' states are sharded over the expert-data-parallel group
+    // (expert_mesh.hpp), the rest over the data-parallel one.
+    const ModelStates dense = model_states(stage_params - expert_params, r.shards, st);
+    const ModelStates experts = model_states(expert_params, scenario::expert_mesh(st).edp, st);
+    states = dense;
+    states.params_bytes += experts.params_bytes;
+    states.grads_bytes += experts.grads_bytes;
+    states.optimizer_bytes += experts.optimizer_bytes;
+    states.master_weights_bytes += experts.master_weights_bytes;
+    states.host_bytes += experts.host_bytes;
+  }
   set(r, TensorClass::params, states.params_bytes);
   set(r, TensorClass::grads, states.grads_bytes);
   set(r, TensorClass::optimizer, states.optimizer_bytes);

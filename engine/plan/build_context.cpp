@@ -12,6 +12,23 @@ double BuildContext::stage_params(int stage) const {
   return p;
 }
 
+double BuildContext::stage_expert_params(int stage) const {
+  double p = 0;
+  for (const auto& [b, e] : plan.layout.stage_chunk_units[stage]) {
+    for (int u = b; u < e; ++u) p += plan.layout.units[u].expert_params;
+  }
+  return p;
+}
+
+double BuildContext::optimizer_params(int rank) const {
+  const int stage = plan.layout.coords[rank].stage;
+  const double psi = stage_params(stage);
+  if (!scenario::shards_optimizer(scenario.strategy.sharding)) return psi;
+  const double experts = stage_expert_params(stage);
+  if (experts <= 0) return psi / group_size(shard_group[rank]);
+  return (psi - experts) / group_size(shard_group[rank]) + experts / group_size(edp_group[rank]);
+}
+
 double BuildContext::units_params(int u0, int u1) const {
   double p = 0;
   for (int u = u0; u < u1; ++u) p += plan.layout.units[u].params;

@@ -29,6 +29,13 @@ struct BuildContext {
   std::vector<int> tied_group;     ///< first and last stage (tied embeddings, pp > 1)
   std::vector<int> tp_group;       ///< tensor-parallel peers of (stage, dp index)
   std::vector<int> cp_group;       ///< context-parallel ring of (stage, dp index, tp index)
+  // MoE models (engine/scenario/expert_mesh.hpp): the stage's ranks as etp × ep × edp.
+  std::vector<int> ep_group;      ///< expert-parallel peers of (stage, edp, etp): all-to-all
+  std::vector<int> etp_group;     ///< expert-tensor-parallel peers of (stage, edp, ep)
+  std::vector<int> expert_group;  ///< ep × etp of (stage, edp): the allgather dispatcher's
+  /// Expert-data-parallel replicas of (stage, ep, etp): the routed experts' gradients are
+  /// reduced, and their sharded states split, over it.
+  std::vector<int> edp_group;
 
   const scenario::StrategySpec& strategy() const { return scenario.strategy; }
   const Layout& layout() const { return plan.layout; }
@@ -39,12 +46,23 @@ struct BuildContext {
   }
   /// Parameters of the units a stage runs (all its chunks), on one tensor-parallel rank.
   double stage_params(int stage) const;
+  /// Of those, the routed experts' (MoE blocks).
+  double stage_expert_params(int stage) const;
+  /// Parameters whose optimizer states `rank` holds: its stage's, each sharded over its group
+  /// when the optimizer is (the routed experts' over the expert-data-parallel group).
+  double optimizer_params(int rank) const;
   double units_params(int u0, int u1) const;
   double units_act(int u0, int u1, bool full) const;
   /// Parameters are gathered for compute (ZeRO-3/FSDP with more than one data-parallel rank).
   bool gathers_params(int rank) const;
-  /// Gradients are reduced across data-parallel replicas.
-  bool syncs_grads(int rank) const { return group_size(dp_group[rank]) > 1; }
+  /// Gradients are reduced across data-parallel replicas (or, of the routed experts, across
+  /// expert-data-parallel ones).
+  bool syncs_grads(int rank) const {
+    return group_size(dp_group[rank]) > 1 || syncs_expert_grads(rank);
+  }
+  bool syncs_expert_grads(int rank) const {
+    return edp_group[rank] >= 0 && group_size(edp_group[rank]) > 1;
+  }
   /// Gradients are reduce-scattered into shards (ZeRO-2+, FSDP).
   bool shards_grads(int rank) const;
 

@@ -59,9 +59,11 @@ double estimated_ops(const scenario::Scenario& s, bool fold) {
   const bool sharded = scenario::shards_parameters(st.sharding);
   const bool recompute = scenario::effective_recompute(st) != scenario::Recompute::none;
   // Steps per item: the chunk, or each unit (twice with recomputation); a TP chain is up to 6
-  // ops; sharded units add a gather and a reduce-scatter each.
-  const double chain = st.tp > 1 ? 6 : 1;
-  const double per_item = sharded || recompute || st.tp > 1
+  // ops, an MoE block's dispatch and combine add up to 6 more; sharded units add a gather and a
+  // reduce-scatter each.
+  const bool dispatched = s.model.moe && st.ep * st.etp > 1;
+  const double chain = (st.tp > 1 ? 6 : 1) + (dispatched ? 6 : 0);
+  const double per_item = sharded || recompute || st.tp > 1 || dispatched
                               ? units * ((recompute ? 2 : 1) * chain + (sharded ? 2 : 0))
                               : 3;
   return built * st.grad_accum * st.chunks * 2 * per_item;

@@ -16,6 +16,7 @@ std::vector<BucketPlan> make_buckets(const BuildContext& ctx, int stage, bool pe
       if (L.units[u].params <= 0) continue;
       cur.units.push_back(u);
       cur.params += L.units[u].params;
+      cur.expert_params += L.units[u].expert_params;
       cur_bytes += ctx.compute_bytes() * L.units[u].params;
       if (per_unit || cur_bytes >= cap) {
         out.push_back(std::move(cur));
@@ -102,7 +103,24 @@ class GradientSync {
   }
 
   void launch(const BucketPlan& bucket, int index, DraftRef after, std::vector<DraftRef>& out) {
-    const double bytes = ctx_.compute_bytes() * bucket.params;
+    if (bucket.expert_params <= 0) {
+      launch(bucket, bucket.params, false, index, after, out);
+      return;
+    }
+    const int rank = d_.rank;
+    const double dense = bucket.params - bucket.expert_params;
+    if (dense > 0 && ctx_.group_size(ctx_.dp_group[rank]) > 1) {
+      launch(bucket, dense, false, index, after, out);
+    }
+    if (ctx_.syncs_expert_grads(rank))
+      launch(bucket, bucket.expert_params, true, index, after, out);
+  }
+
+  // One sync of `params` of the bucket's parameters: the routed experts' (`experts`) over the
+  // expert-data-parallel group, others over the data-parallel (or shard) group.
+  void launch(const BucketPlan& bucket, double params, bool experts, int index, DraftRef after,
+              std::vector<DraftRef>& out) {
+    const double bytes = ctx_.compute_bytes() * params;
     const auto [lo, hi] = std::minmax_element(bucket.units.begin(), bucket.units.end());
     const int rank = d_.rank;
     auto add = [&](CollectiveKind kind, int group, double b, DraftRef dep,
@@ -116,7 +134,8 @@ class GradientSync {
       return op;
     };
     if (!shard_grads_ && !scenario::shards_optimizer(ctx_.strategy().sharding)) {
-      add(CollectiveKind::all_reduce, ctx_.dp_group[rank], bytes, after, {});
+      add(CollectiveKind::all_reduce, experts ? ctx_.edp_group[rank] : ctx_.dp_group[rank], bytes,
+          after, {});
       return;
     }
     // ZeRO-1 reduce-scatters the accumulated full gradients once; ZeRO-2/3 and FSDP do it
@@ -124,9 +143,10 @@ class GradientSync {
     std::vector<MemEffect> fx;
     if (shard_grads_) fx.push_back({TensorClass::comm_buckets, -bytes, true});
     const DraftRef rs =
-        add(CollectiveKind::reduce_scatter, ctx_.shard_group[rank], bytes, after, std::move(fx));
+        add(CollectiveKind::reduce_scatter, experts ? ctx_.edp_group[rank] : ctx_.shard_group[rank],
+            bytes, after, std::move(fx));
     const int replica = ctx_.replica_group[rank];
-    if (replica >= 0 && ctx_.group_size(replica) > 1) {
+    if (!experts && replica >= 0 && ctx_.group_size(replica) > 1) {
       // HYBRID_SHARD: the shards are then all-reduced across the node replicas.
       add(CollectiveKind::all_reduce, replica, bytes / ctx_.group_size(ctx_.shard_group[rank]), rs,
           {});

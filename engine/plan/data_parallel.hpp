@@ -13,6 +13,8 @@
 //    table's gradient after their last backward; under ZeRO-1 the bucket holding the table
 //    waits for that sum (its reduce-scatter leaves each rank only a shard).
 // Every collective it adds is one the optimizer step waits for (RankDraft::before_step).
+// MoE models: each bucket's routed-expert gradients go over the expert-data-parallel group,
+// the rest over the data-parallel group, as two collectives of the same kind.
 #include "engine/plan/draft.hpp"
 
 namespace stratagem::plan {
@@ -20,6 +22,10 @@ namespace stratagem::plan {
 struct BucketPlan {
   std::vector<int> units;  ///< in backward order
   double params = 0;
+  /// Of `params`, the routed experts' (MoE blocks): synced over the expert-data-parallel
+  /// group, the rest over the data-parallel one (Megatron-Core's expert and dense gradient
+  /// buffers); each collective is issued only where its group has more than one rank.
+  double expert_params = 0;
 };
 
 std::vector<BucketPlan> make_buckets(const BuildContext& ctx, int stage, bool per_unit);

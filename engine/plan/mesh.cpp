@@ -2,6 +2,7 @@
 
 #include <unordered_map>
 
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/workload/stages.hpp"
 #include "engine/workload/units.hpp"
 
@@ -144,11 +145,69 @@ void make_groups(BuildContext& ctx) {
   }
 }
 
+// An MoE model's expert groups (expert_mesh.hpp), each made once, in rank order.
+void make_expert_groups(BuildContext& ctx) {
+  const Layout& L = ctx.plan.layout;
+  ctx.ep_group.assign(L.world, -1);
+  ctx.etp_group.assign(L.world, -1);
+  ctx.expert_group.assign(L.world, -1);
+  ctx.edp_group.assign(L.world, -1);
+  if (!ctx.scenario.model.moe) return;
+  const scenario::ExpertMesh mesh = scenario::expert_mesh(ctx.strategy());
+  auto label = [](const char* name, int stage, const char* a, int i, const char* b, int j) {
+    std::string out =
+        std::string(name) + "(stage " + std::to_string(stage) + ", " + a + " " + std::to_string(i);
+    if (b) out += std::string(", ") + b + " " + std::to_string(j);
+    return out + ")";
+  };
+  for (int r = 0; r < L.world; ++r) {
+    const scenario::ExpertCoord c = mesh.coord_of(r);
+    auto member = [&](int edp, int ep, int etp) { return mesh.rank_of({c.stage, edp, ep, etp}); };
+    // Each group is made by its first member (index 0 along its axis).
+    if (c.ep == 0 && mesh.ep > 1) {
+      std::vector<int> ranks;
+      for (int e = 0; e < mesh.ep; ++e) ranks.push_back(member(c.edp, e, c.etp));
+      const int g = ctx.add_group(std::move(ranks), label("ep", c.stage, "edp", c.edp,
+                                                          mesh.etp > 1 ? "etp" : nullptr, c.etp));
+      for (int e = 0; e < mesh.ep; ++e) ctx.ep_group[member(c.edp, e, c.etp)] = g;
+    }
+    if (c.etp == 0 && mesh.etp > 1) {
+      std::vector<int> ranks;
+      for (int t = 0; t < mesh.etp; ++t) ranks.push_back(member(c.edp, c.ep, t));
+      const int g =
+          ctx.add_group(std::move(ranks), label("etp", c.stage, "edp", c.edp, "ep", c.ep));
+      for (int t = 0; t < mesh.etp; ++t) ctx.etp_group[member(c.edp, c.ep, t)] = g;
+    }
+    if (c.ep == 0 && c.etp == 0 && mesh.ep > 1 && mesh.etp > 1) {
+      std::vector<int> ranks;
+      for (int e = 0; e < mesh.ep; ++e) {
+        for (int t = 0; t < mesh.etp; ++t) ranks.push_back(member(c.edp, e, t));
+      }
+      const int g =
+          ctx.add_group(std::move(ranks), label("ep×etp", c.stage, "edp", c.edp, nullptr, 0));
+      for (int e = 0; e < mesh.ep; ++e) {
+        for (int t = 0; t < mesh.etp; ++t) ctx.expert_group[member(c.edp, e, t)] = g;
+      }
+    }
+    if (c.edp == 0) {
+      std::vector<int> ranks;
+      for (int d = 0; d < mesh.edp; ++d) ranks.push_back(member(d, c.ep, c.etp));
+      const int g = ctx.add_group(std::move(ranks), label("edp", c.stage, "ep", c.ep,
+                                                          mesh.etp > 1 ? "etp" : nullptr, c.etp));
+      for (int d = 0; d < mesh.edp; ++d) ctx.edp_group[member(d, c.ep, c.etp)] = g;
+    }
+  }
+  // With only one of ep and etp above 1 the allgather dispatcher's group is that one.
+  if (mesh.etp == 1) ctx.expert_group = ctx.ep_group;
+  if (mesh.ep == 1 && mesh.etp > 1) ctx.expert_group = ctx.etp_group;
+}
+
 }  // namespace
 
 void build_mesh(BuildContext& ctx) {
   make_layout(ctx);
   make_groups(ctx);
+  make_expert_groups(ctx);
   StepPlan& plan = ctx.plan;
   plan.ranks.resize(plan.layout.world);
   const bool fold = ctx.options.fold;

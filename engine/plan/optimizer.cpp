@@ -11,9 +11,7 @@ constexpr double kSgdFlopsPerParam = 4.0;
 
 Compute optimizer_op(const BuildContext& ctx, int rank, int stage) {
   const auto& st = ctx.strategy();
-  const double psi =
-      ctx.stage_params(stage) /
-      (scenario::shards_optimizer(st.sharding) ? ctx.group_size(ctx.shard_group[rank]) : 1);
+  const double psi = ctx.optimizer_params(rank);
   const double pc = ctx.compute_bytes();
   const double master = scenario::has_master_weights(st) ? 4.0 : 0.0;
   const double states = scenario::optimizer_state_bytes_per_param(st.optimizer);
@@ -45,11 +43,24 @@ void add_optimizer_step(BuildContext& ctx, RankDraft& d, const std::vector<Bucke
   for (int b = 0; b < static_cast<int>(buckets.size()); ++b) {
     const auto& bk = buckets[b];
     const auto [lo, hi] = std::minmax_element(bk.units.begin(), bk.units.end());
-    d.epilogue.push_back(d.add(
-        Stream::collective,
-        draft_collective(ctx, CollectiveKind::all_gather, CommPurpose::param_gather,
-                         ctx.shard_group[d.rank], ctx.compute_bytes() * bk.params, b, *lo, *hi + 1),
-        {step}));
+    auto gather = [&](int group, double params) {
+      d.epilogue.push_back(
+          d.add(Stream::collective,
+                draft_collective(ctx, CollectiveKind::all_gather, CommPurpose::param_gather, group,
+                                 ctx.compute_bytes() * params, b, *lo, *hi + 1),
+                {step}));
+    };
+    if (bk.expert_params <= 0) {
+      gather(ctx.shard_group[d.rank], bk.params);
+      continue;
+    }
+    // MoE: the dense parameters' shards over the data-parallel group, the routed experts'
+    // over the expert-data-parallel group.
+    const double dense = bk.params - bk.expert_params;
+    if (dense > 0 && ctx.group_size(ctx.shard_group[d.rank]) > 1) {
+      gather(ctx.shard_group[d.rank], dense);
+    }
+    if (ctx.syncs_expert_grads(d.rank)) gather(ctx.edp_group[d.rank], bk.expert_params);
   }
 }
 

@@ -64,12 +64,10 @@ class TensorParallel {
       for (const workload::TpPiece& p : parts) {
         beside.push_back(p.alongside);
         if (p.collective) {
-          const bool ring = p.context;
-          Collective c = draft_collective(
-              ctx_, p.kind, ring ? CommPurpose::context_parallel : CommPurpose::tensor_parallel,
-              ring ? ctx_.cp_group[d_.rank] : ctx_.tp_group[d_.rank], p.bytes, -1, u, u + 1);
+          const auto [stream, purpose, group] = where(p.group);
+          Collective c = draft_collective(ctx_, p.kind, purpose, group, p.bytes, -1, u, u + 1);
           c.dtype = p.dtype;
-          chain.emplace_back(ring ? Stream::cp : Stream::tp, c);
+          chain.emplace_back(stream, c);
           continue;
         }
         chain.emplace_back(Stream::compute, workload::tp_piece_work(unit, p, segments));
@@ -120,6 +118,29 @@ class TensorParallel {
 
   int last_unit() const { return static_cast<int>(ctx_.layout().units.size()) - 1; }
 
+  struct Where {
+    Stream stream;
+    CommPurpose purpose;
+    int group;
+  };
+  // The stream, purpose and process group of a chain's collective on this rank.
+  Where where(workload::PieceGroup g) const {
+    const int r = d_.rank;
+    switch (g) {
+      case workload::PieceGroup::tp:
+        return {Stream::tp, CommPurpose::tensor_parallel, ctx_.tp_group[r]};
+      case workload::PieceGroup::cp:
+        return {Stream::cp, CommPurpose::context_parallel, ctx_.cp_group[r]};
+      case workload::PieceGroup::ep:
+        return {Stream::ep, CommPurpose::expert_parallel, ctx_.ep_group[r]};
+      case workload::PieceGroup::etp:
+        return {Stream::ep, CommPurpose::expert_parallel, ctx_.etp_group[r]};
+      case workload::PieceGroup::ep_etp:
+        break;
+    }
+    return {Stream::ep, CommPurpose::expert_parallel, ctx_.expert_group[r]};
+  }
+
   BuildContext& ctx_;
   RankDraft& d_;
   workload::TpChains chains_;
@@ -132,7 +153,8 @@ class TensorParallel {
 }  // namespace
 
 void split_tensor_parallel(BuildContext& ctx, RankDraft& d) {
-  if (ctx.strategy().tp <= 1 && ctx.strategy().cp <= 1) return;
+  const auto& st = ctx.strategy();
+  if (st.tp <= 1 && st.cp <= 1 && !(ctx.scenario.model.moe && st.ep * st.etp > 1)) return;
   TensorParallel(ctx, d).run();
 }
 

@@ -1,9 +1,11 @@
 #pragma once
-// Tensor- and context-parallel pass (tp > 1 or cp > 1; runs right after the schedule pass):
-// splits each compute step into its chain (engine/workload/tp_chain.hpp: Megatron-LM's tensor
-// and sequence parallelism, context parallelism's ring) and puts the chain's collectives, on the
-// `tp` and `cp` streams, on the critical path. Memory effects of a step stay at its first (start)
-// and last (end) op, deps on it at its first, so later passes see a step as before.
+// Tensor-, context- and expert-parallel pass (tp > 1, cp > 1, or an MoE model with ep · etp > 1;
+// runs right after the schedule pass): splits each compute step into its chain
+// (engine/workload/tp_chain.hpp: Megatron-LM's tensor and sequence parallelism, context
+// parallelism's ring, an MoE block's token dispatch and combine) and puts the chain's
+// collectives, on the `tp`, `cp` and `ep` streams, on the critical path. Memory effects of a step
+// stay at its first (start) and last (end) op, deps on it at its first, so later passes see a step
+// as before.
 #include "engine/plan/draft.hpp"
 
 namespace stratagem::plan {

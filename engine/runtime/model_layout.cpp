@@ -116,6 +116,12 @@ void check_runtime_model(const scenario::ModelSpec& m) {
     throw SpecError("model.type_vocab", "token-type embeddings belong to encoders");
   }
   if (m.pooler) throw SpecError("model.pooler", "a pooler belongs to encoders");
+  if (m.moe) {
+    throw SpecError("model.moe",
+                    "the real runtime has no mixture-of-experts layer yet (router, token "
+                    "all-to-all, grouped experts); simulate it with `stratagem sim`, `memory` "
+                    "or `compare`");
+  }
   if (m.positions == scenario::PositionKind::rotary && (m.hidden / m.heads) % 2 != 0) {
     throw SpecError("model.heads", "rotary positions need an even head dimension");
   }

@@ -22,12 +22,6 @@ UnsimulatedFeature unsimulated_feature(const ModelSpec& m) {
   const std::string later =
       ": `stratagem info` counts its parameters and FLOPs, but the planner, simulator and "
       "runtime do not model it yet";
-  if (m.moe) {
-    return {"model.moe",
-            "a mixture-of-experts model (expert parallelism, the token all-to-all and grouped "
-            "expert GEMMs)" +
-                later};
-  }
   if (m.mla) return {"model.mla", "multi-head latent attention" + later};
   if (m.mtp_layers > 0) return {"model.mtp_layers", "multi-token prediction modules" + later};
   if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) {

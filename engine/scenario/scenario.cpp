@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/json_reader.hpp"
 #include "engine/scenario/parallel_dims.hpp"
 #include "engine/scenario/presets.hpp"
@@ -88,6 +89,9 @@ void validate(Scenario& s) {
     throw SpecError(why.key, why.what);
   }
   validate_rules(s);
+  if (const UnsimulatedFeature why = unsimulated_moe_strategy(s)) {
+    throw SpecError(why.key, why.what);
+  }
 }
 
 namespace {

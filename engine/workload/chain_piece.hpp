@@ -5,9 +5,14 @@
 
 namespace stratagem::workload {
 
+/// The group a chain's collective runs on: the tensor-parallel group, the context-parallel
+/// ring, or for an MoE block's tokens the expert-parallel group (all-to-all), the expert-
+/// tensor-parallel group, or both together (expert_mesh.hpp; the allgather dispatcher).
+enum class PieceGroup : std::uint8_t { tp, cp, ep, etp, ep_etp };
+
 /// One piece of a unit's chain: a share of its compute op (GEMM FLOPs, fused-attention FLOPs
-/// and memory-bound bytes), or a collective (bytes: the full buffer on each rank) on the TP
-/// group or, `context`, on the context-parallel ring. An `alongside` collective runs alongside
+/// and memory-bound bytes), or a collective (bytes: the full buffer on each rank) on `group`.
+/// An `alongside` collective runs alongside
 /// the compute piece that follows it (ring attention overlaps the K/V exchange with the
 /// attention core; Megatron reduces a column-parallel layer's input gradient while it computes
 /// the layer's weight gradient), and the piece after that waits for both.
@@ -17,7 +22,7 @@ struct TpPiece {
   CollectiveKind kind = CollectiveKind::all_reduce;
   double bytes = 0;
   scenario::DType dtype = scenario::DType::bf16;
-  bool context = false;
+  PieceGroup group = PieceGroup::tp;
   bool alongside = false;
 };
 

@@ -15,7 +15,7 @@ std::vector<TpPiece> context_exchange(bool forward, double kv_bytes, scenario::D
   auto ring = [&](CollectiveKind kind) {
     TpPiece p;
     p.collective = true;
-    p.context = true;
+    p.group = PieceGroup::cp;
     p.alongside = true;
     p.kind = kind;
     p.bytes = kv_bytes;

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "engine/scenario/error.hpp"
+#include "engine/scenario/expert_mesh.hpp"
 #include "engine/workload/context_ring.hpp"
 
 namespace stratagem::workload {
@@ -24,21 +26,54 @@ TpChains::TpChains(const scenario::Scenario& s) {
   act_bytes_ = tokens * static_cast<double>(s.model.hidden) * elem;
   logit_bytes_ = tokens * 4.0;  // one fp32 value per token
   kv_bytes_ = context_kv_bytes(s);
-  // The chains depend on the kind of unit (embedding 0, the head, any block: here unit 1 and
-  // head false) and the direction only.
-  for (int kind = 0; kind < 3; ++kind) {
+  if (s.model.moe) {
+    moe_ = *s.model.moe;
+    ep_ = st.ep;
+    etp_ = st.etp;
+    allgather_ = st.moe_dispatcher == scenario::MoeDispatcher::allgather;
+    const scenario::ExpertRankLoad load = scenario::expert_rank_load(s, elem);
+    dispatch_bytes_ = allgather_ ? load.tokens * static_cast<double>(s.model.hidden) * elem
+                                 : load.routed * static_cast<double>(s.model.hidden) * elem;
+    // Each part's share of the block's GEMM FLOPs (backward's are twice the forward's, part
+    // by part) and of its memory-bound bytes, forward and backward.
+    const BlockKernels k = block_kernels(s, scenario::BlockKind::moe);
+    const KernelTotals total[2] = {totals(k.backward), totals(k.forward)};
+    for (int forward = 0; forward < 2; ++forward) {
+      const auto& list = forward ? k.forward : k.backward;
+      for (const Kernel& kr : list) {
+        PartShares& p = moe_parts_[forward][kr.part];
+        if (kr.kind == KernelKind::gemm) p.flops += kr.flops / total[forward].gemm_flops;
+        if (kr.kind == KernelKind::memory) p.bytes += kr.bytes / total[forward].memory_bytes;
+      }
+    }
+    // The attention half's pieces as a dense block's, rescaled to its share of this block.
+    const PartShares& a = moe_parts_[1][kAttentionPart];
+    const double rf = a.flops / split_.attention_flops_share,
+                 rb = a.bytes / split_.attention_bytes_share;
+    moe_split_ = split_;
+    moe_split_.attention_flops_share = a.flops;
+    moe_split_.attention_bytes_share = a.bytes;
+    moe_split_.qkv_flops_share *= rf;
+    moe_split_.proj_flops_share *= rf;
+    moe_split_.norm_bytes_share *= rb;
+  }
+  // The chains depend on the kind of unit (embedding, the head, a dense or an MoE block) and
+  // the direction only.
+  for (int kind = 0; kind < 4; ++kind) {
+    if (kind == 3 && !moe_) break;
     for (const bool forward : {false, true}) {
-      chains_[kind * 2 + (forward ? 1 : 0)] = make_chain(kind == 0 ? 0 : 1, kind == 1, forward);
+      chains_[kind * 2 + (forward ? 1 : 0)] = make_chain(kind, forward);
     }
   }
 }
 
-std::vector<TpPiece> TpChains::attention_half(bool forward) const {
-  const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+std::vector<TpPiece> TpChains::attention_half(bool forward,
+                                              const scenario::BlockSplit& split) const {
+  const double fa = split.attention_flops_share, ba = split.attention_bytes_share;
   if (cp_ == 1) return {TpPiece{false, fa, ba, 1.0}};
   // [norm, QKV] [core ‖ ring exchange] [projection]; the core's bytes are the fused kernel's
   // (counted in its efficiency), the half's memory-bound bytes split around it.
-  const double fq = split_.qkv_flops_share;
+  const double fq = split.qkv_flops_share;
   const TpPiece pre{false, fq, ba / 2, 0.0}, core{false, 0.0, 0.0, 1.0},
       post{false, fa - fq, ba / 2, 0.0};
   std::vector<TpPiece> out = {forward ? pre : post};
@@ -49,10 +84,89 @@ std::vector<TpPiece> TpChains::attention_half(bool forward) const {
 }
 
 const std::vector<TpPiece>& TpChains::chain(int u, bool head, bool forward) const {
-  return chains_[(u == 0 ? 0 : head ? 1 : 2) * 2 + (forward ? 1 : 0)];
+  const int kind = u == 0 ? 0 : head ? 1 : moe_ && scenario::is_moe_block(*moe_, u - 1) ? 3 : 2;
+  return chains_[kind * 2 + (forward ? 1 : 0)];
 }
 
-std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const {
+std::vector<TpPiece> TpChains::moe_half(bool forward) const {
+  using K = CollectiveKind;
+  const auto& parts = moe_parts_[forward ? 1 : 0];
+  auto compute = [&](int part) {
+    return TpPiece{false, parts[part].flops, parts[part].bytes, 0.0};
+  };
+  auto coll = [&](K kind, PieceGroup group, double bytes) {
+    TpPiece p;
+    p.collective = true;
+    p.kind = kind;
+    p.group = group;
+    p.bytes = bytes;
+    p.dtype = dtype_;
+    return p;
+  };
+  const bool shared = parts[kSharedPart].flops > 0;
+  std::vector<TpPiece> out;
+  // Consecutive compute pieces run as one, but for the one beside a collective.
+  auto push = [&](TpPiece p) {
+    const std::size_t n = out.size();
+    if (!p.collective && n > 0 && !out[n - 1].collective && !(n > 1 && out[n - 2].alongside)) {
+      out.back().flops_share += p.flops_share;
+      out.back().bytes_share += p.bytes_share;
+      return;
+    }
+    out.push_back(p);
+  };
+  // The dispatch (forward) or the combine's backward: the tokens' way to the experts; the
+  // combine or the dispatch's backward: their way back. `beside`: the shared experts run
+  // beside the first collective.
+  const double group_bytes = static_cast<double>(ep_) * etp_ * dispatch_bytes_;
+  const double etp_bytes = static_cast<double>(etp_) * dispatch_bytes_;
+  auto to_experts = [&](bool beside_shared) {
+    if (ep_ * etp_ == 1) return;
+    TpPiece first = allgather_ ? coll(K::all_gather, PieceGroup::ep_etp, group_bytes)
+                    : ep_ > 1  ? coll(K::all_to_all, PieceGroup::ep, dispatch_bytes_)
+                               : coll(K::all_gather, PieceGroup::etp, etp_bytes);
+    first.alongside = beside_shared;
+    out.push_back(first);
+    if (beside_shared) out.push_back(compute(kSharedPart));
+    if (!allgather_ && ep_ > 1 && etp_ > 1)
+      out.push_back(coll(K::all_gather, PieceGroup::etp, etp_bytes));
+  };
+  auto from_experts = [&](bool beside_shared) {
+    if (ep_ * etp_ == 1) return;
+    if (allgather_) {
+      out.push_back(coll(K::reduce_scatter, PieceGroup::ep_etp, group_bytes));
+    } else {
+      if (etp_ > 1) out.push_back(coll(K::reduce_scatter, PieceGroup::etp, etp_bytes));
+      if (ep_ > 1) out.push_back(coll(K::all_to_all, PieceGroup::ep, dispatch_bytes_));
+    }
+    if (beside_shared) {
+      out.back().alongside = true;
+      out.push_back(compute(kSharedPart));
+    }
+  };
+  const bool overlap = shared && ep_ * etp_ > 1;
+  if (forward) {
+    push(compute(kMoePrePart));
+    if (shared && !overlap) push(compute(kSharedPart));
+    to_experts(overlap);
+    push(compute(kExpertsPart));
+    from_experts(false);
+    push(compute(kMoePostPart));
+  } else {
+    push(compute(kMoePostPart));
+    to_experts(false);
+    push(compute(kExpertsPart));
+    from_experts(overlap);
+    if (shared && !overlap) push(compute(kSharedPart));
+    push(compute(kMoePrePart));
+  }
+  return out;
+}
+
+std::vector<TpPiece> TpChains::make_chain(int kind, bool forward) const {
+  const int u = kind == 0 ? 0 : 1;
+  const bool head = kind == 1, moe = kind == 3;
+  const scenario::BlockSplit& split = moe ? moe_split_ : split_;
   using K = CollectiveKind;
   auto compute = [](double flops, double bytes) { return TpPiece{false, flops, bytes, 1.0}; };
   auto coll = [](K k, double bytes, scenario::DType dtype) {
@@ -64,10 +178,25 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     return p;
   };
   auto act = [&](K k) { return coll(k, act_bytes_, dtype_); };
-  const double fa = split_.attention_flops_share, ba = split_.attention_bytes_share;
+  const double fa = split.attention_flops_share, ba = split.attention_bytes_share;
+  // An MoE block's halves back to back, the compute pieces where they meet as one.
+  auto with_moe_half = [&](std::vector<TpPiece> out) {
+    std::vector<TpPiece> moe_pieces = moe_half(forward);
+    if (!forward) std::swap(out, moe_pieces);  // the MoE half's backward comes first
+    if (!out.back().collective && !moe_pieces.front().collective) {
+      out.back().flops_share += moe_pieces.front().flops_share;
+      out.back().bytes_share += moe_pieces.front().bytes_share;
+      out.back().attention_share += moe_pieces.front().attention_share;
+      moe_pieces.erase(moe_pieces.begin());
+    }
+    out.insert(out.end(), moe_pieces.begin(), moe_pieces.end());
+    return out;
+  };
   if (!tp_) {  // context parallelism alone: only a block's attention half is split
     if (u == 0 || head) return {compute(1, 1)};
-    std::vector<TpPiece> out = attention_half(forward);
+    if (moe) return with_moe_half(attention_half(forward, split));
+    if (cp_ == 1) return {compute(1, 1)};  // expert parallelism alone: nothing to split
+    std::vector<TpPiece> out = attention_half(forward, split);
     const TpPiece mlp{false, 1 - fa, 1 - ba, 0.0};
     if (forward) {
       out.back().flops_share += mlp.flops_share;  // projection and MLP run back to back
@@ -104,9 +233,8 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
   auto append = [&](const std::vector<TpPiece>& pieces) {
     out.insert(out.end(), pieces.begin(), pieces.end());
   };
-  const double nb = split_.norm_bytes_share, fq = split_.qkv_flops_share,
-               fo = split_.proj_flops_share, fm = split_.mlp_in_flops_share,
-               f2 = split_.mlp_out_flops_share;
+  const double nb = split.norm_bytes_share, fq = split.qkv_flops_share, fo = split.proj_flops_share,
+               fm = split.mlp_in_flops_share, f2 = split.mlp_out_flops_share;
   auto gemm = [](double share) { return TpPiece{false, share, 0.0, 0.0}; };
   auto norm = [nb] { return TpPiece{false, 0.0, nb, 0.0}; };
   auto beside = [&](K k) {
@@ -115,12 +243,16 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     return p;
   };
   if (forward && overlap_.async) {  // sequence parallelism (async TP needs it)
-    std::vector<TpPiece> attention = attention_half(true);
+    std::vector<TpPiece> attention = attention_half(true, split);
     attention.front().flops_share -= fq;  // QKV beside the gather
     attention.front().bytes_share -= nb;  // the norm before it
     attention.back().flops_share -= fo;   // the projection beside the reduce-scatter
     out = {norm(), beside(K::all_gather), gemm(fq)};
     append(attention);
+    if (moe) {
+      append({beside(K::reduce_scatter), gemm(fo)});
+      return with_moe_half(out);
+    }
     append({beside(K::reduce_scatter), gemm(fo), norm(), beside(K::all_gather), gemm(fm),
             TpPiece{false, 1 - fa - fm - f2, 1 - ba - 2 * nb, 0.0}, beside(K::reduce_scatter),
             gemm(f2), norm()});
@@ -128,8 +260,9 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
   }
   if (forward) {
     if (sp_) out.push_back(act(K::all_gather));
-    append(attention_half(true));
+    append(attention_half(true, split));
     out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
+    if (moe) return with_moe_half(out);
     if (sp_) out.push_back(act(K::all_gather));
     out.push_back(mlp);
     out.push_back(act(sp_ ? K::reduce_scatter : K::all_reduce));
@@ -178,11 +311,15 @@ std::vector<TpPiece> TpChains::make_chain(int u, bool head, bool forward) const 
     norm_pending = false;
     out.insert(out.end(), it, pieces.end());
   };
-  TpPiece mlp_rest = mlp;
-  if (sp_) mlp_rest.flops_share -= gather_output_gradient(f2);
-  out.push_back(mlp_rest);
-  reduce_input_gradient(fm);
-  std::vector<TpPiece> attention = attention_half(false);
+  if (moe) {
+    append(moe_half(false));
+  } else {
+    TpPiece mlp_rest = mlp;
+    if (sp_) mlp_rest.flops_share -= gather_output_gradient(f2);
+    out.push_back(mlp_rest);
+    reduce_input_gradient(fm);
+  }
+  std::vector<TpPiece> attention = attention_half(false, split);
   if (sp_) attention.front().flops_share -= gather_output_gradient(fo);
   compute_next(attention);
   reduce_input_gradient(fq);

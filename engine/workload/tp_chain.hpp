@@ -53,10 +53,12 @@
 // weight gradient under SP (it keeps the rank's part of the sequence and gathers it again
 // beside the data-gradient GEMM), and the embedding's and head's overlap.
 #include <array>
+#include <optional>
 #include <vector>
 
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/workload/chain_piece.hpp"
+#include "engine/workload/kernels.hpp"
 
 namespace stratagem::workload {
 
@@ -82,15 +84,29 @@ class TpChains {
   const std::vector<TpPiece>& chain(int unit, bool head, bool forward) const;
 
  private:
-  std::vector<TpPiece> make_chain(int unit, bool head, bool forward) const;
-  std::array<std::vector<TpPiece>, 6> chains_;  ///< by (embedding, head, block) × forward
-  std::vector<TpPiece> attention_half(bool forward) const;
+  /// kind: 0 embedding, 1 head, 2 dense block, 3 MoE block.
+  std::vector<TpPiece> make_chain(int kind, bool forward) const;
+  std::array<std::vector<TpPiece>, 8> chains_;  ///< by kind × forward
+  std::vector<TpPiece> attention_half(bool forward, const scenario::BlockSplit& split) const;
+  /// An MoE block's MLP half (above).
+  std::vector<TpPiece> moe_half(bool forward) const;
   bool tp_ = false, sp_ = false, learned_positions_ = false;
   TpOverlap overlap_;
   int cp_ = 1;
   scenario::BlockSplit split_;
   double act_bytes_ = 0, logit_bytes_ = 0, kv_bytes_ = 0;
   scenario::DType dtype_ = scenario::DType::bf16;
+  // MoE blocks: which blocks, their split (the attention half's shares of the whole block,
+  // from its kernel list), each part's shares of the forward and backward, and the dispatch.
+  std::optional<scenario::MoeSpec> moe_;
+  scenario::BlockSplit moe_split_;
+  struct PartShares {
+    double flops = 0, bytes = 0;
+  };
+  std::array<std::array<PartShares, kBlockPartCount>, 2> moe_parts_{};  ///< [forward][part]
+  int ep_ = 1, etp_ = 1;
+  bool allgather_ = false;
+  double dispatch_bytes_ = 0;  ///< the rank's routed copies (alltoall) or tokens (allgather)
 };
 
 /// The compute op of one piece of a unit's chain: `unit`'s work (its whole forward or

@@ -268,11 +268,15 @@ TEST(MoeModel, PlanningRefusesByNameWhileInfoDescribes) {
                          {"training", {{"seq_len", 4096}}}};
   try {
     parse_scenario(scenario, "test");
-    FAIL() << "an MoE scenario was accepted for planning";
+    FAIL() << "latent attention was accepted for planning";
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.path(), "model.moe");
+    EXPECT_EQ(e.path(), "model.mla");  // MoE is planned, DeepSeek's attention not yet
     EXPECT_NE(std::string(e.what()).find("info"), std::string::npos) << e.what();
   }
+  json mixtral = scenario;
+  mixtral["model"] = "mixtral-8x7b";
+  mixtral["strategy"] = {{"dp", 256}, {"ep", 8}};
+  EXPECT_NO_THROW(parse_scenario(mixtral, "test"));
   // A dense model with a feature the planner lacks: named by its own key.
   json qk = scenario;
   qk["model"] = {{"preset", "llama3-8b"}, {"qk_norm", true}};
