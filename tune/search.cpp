@@ -65,64 +65,77 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
                            {Sharding::zero2, Sharding::zero3, Sharding::fsdp_shard_grad_op});
           if (base.cluster.nodes > 1) shardings.push_back(Sharding::fsdp_hybrid_shard);
         }
-        for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
-          const auto accum = scenario::grad_accum_for(base.training.global_batch, mbs, dp);
-          if (!accum) continue;
-          const int m = static_cast<int>(*accum);
-          for (const auto& [schedule, chunks] : schedules) {
-            for (Sharding sharding : shardings) {
-              for (scenario::Precision precision : precisions) {
-                for (scenario::Attention attention : o.attentions) {
-                  for (scenario::Recompute recompute : o.recomputes) {
-                    // Selective recomputation is none with flash attention: not listed twice.
-                    if (recompute == scenario::Recompute::selective &&
-                        attention == scenario::Attention::flash) {
-                      continue;
+        // MoE: expert parallelism over the divisors of the experts that divide a stage's
+        // dp × cp × tp ranks (etp 1, as Megatron-Bridge's MoE recipes; expert_mesh.hpp).
+        std::vector<int> expert_degrees = {1};
+        if (base.model.moe) {
+          const std::int64_t experts = base.model.moe->experts;
+          for (int ep = 2; ep <= dp * cp * tp; ++ep) {
+            if (experts % ep == 0 && (dp * cp * tp) % ep == 0) expert_degrees.push_back(ep);
+          }
+        }
+        for (int ep : expert_degrees)
+          for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
+            const auto accum = scenario::grad_accum_for(base.training.global_batch, mbs, dp);
+            if (!accum) continue;
+            const int m = static_cast<int>(*accum);
+            for (const auto& [schedule, chunks] : schedules) {
+              for (Sharding sharding : shardings) {
+                for (scenario::Precision precision : precisions) {
+                  for (scenario::Attention attention : o.attentions) {
+                    for (scenario::Recompute recompute : o.recomputes) {
+                      // Selective recomputation is none with flash attention: not listed twice.
+                      if (recompute == scenario::Recompute::selective &&
+                          attention == scenario::Attention::flash) {
+                        continue;
+                      }
+                      // torchtitan's per-op policy belongs to its stack: not enumerated for others.
+                      if (recompute == scenario::Recompute::selective_op &&
+                          base.strategy.stack != scenario::Stack::pytorch) {
+                        continue;
+                      }
+                      scenario::Scenario s = base;
+                      auto& st = s.strategy;
+                      st = scenario::StrategySpec{};
+                      st.dp = dp;
+                      st.pp = pp;
+                      st.tp = tp;
+                      st.cp = cp;
+                      st.sequence_parallel = sp;
+                      st.schedule = schedule;
+                      st.chunks = chunks;
+                      st.micro_batch_size = mbs;
+                      st.grad_accum = m;
+                      st.sharding = sharding;
+                      st.precision = precision;
+                      // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
+                      st.fp8_all_gather = scenario::fp8_all_gather_allowed(precision, sharding);
+                      st.attention = attention;
+                      st.recompute = recompute;
+                      st.optimizer = base.strategy.optimizer;
+                      st.stack = base.strategy.stack;
+                      st.compile = base.strategy.compile;
+                      if (precision == scenario::Precision::fp8) {
+                        st.fp8_recipe = base.strategy.fp8_recipe;
+                      }
+                      st.async_tp = base.strategy.async_tp && scenario::async_tp_allowed(st);
+                      st.ep = ep;
+                      st.moe_dispatcher = base.strategy.moe_dispatcher;
+                      st.moe_load_imbalance = base.strategy.moe_load_imbalance;
+                      try {
+                        scenario::validate(s);
+                      } catch (const SpecError&) {
+                        ++invalid;
+                        continue;
+                      }
+                      s.name = strategy_label(s);
+                      out.push_back(std::move(s));
                     }
-                    // torchtitan's per-op policy belongs to its stack: not enumerated for others.
-                    if (recompute == scenario::Recompute::selective_op &&
-                        base.strategy.stack != scenario::Stack::pytorch) {
-                      continue;
-                    }
-                    scenario::Scenario s = base;
-                    auto& st = s.strategy;
-                    st = scenario::StrategySpec{};
-                    st.dp = dp;
-                    st.pp = pp;
-                    st.tp = tp;
-                    st.cp = cp;
-                    st.sequence_parallel = sp;
-                    st.schedule = schedule;
-                    st.chunks = chunks;
-                    st.micro_batch_size = mbs;
-                    st.grad_accum = m;
-                    st.sharding = sharding;
-                    st.precision = precision;
-                    // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
-                    st.fp8_all_gather = scenario::fp8_all_gather_allowed(precision, sharding);
-                    st.attention = attention;
-                    st.recompute = recompute;
-                    st.optimizer = base.strategy.optimizer;
-                    st.stack = base.strategy.stack;
-                    st.compile = base.strategy.compile;
-                    if (precision == scenario::Precision::fp8) {
-                      st.fp8_recipe = base.strategy.fp8_recipe;
-                    }
-                    st.async_tp = base.strategy.async_tp && scenario::async_tp_allowed(st);
-                    try {
-                      scenario::validate(s);
-                    } catch (const SpecError&) {
-                      ++invalid;
-                      continue;
-                    }
-                    s.name = strategy_label(s);
-                    out.push_back(std::move(s));
                   }
                 }
               }
             }
           }
-        }
       }
     }
   }
@@ -174,9 +187,9 @@ struct Pending {
 // overestimates; a measured table's curve is bounded by its best point). Tensor-parallel
 // collectives sit on the same chain. So stage s needs at least T_s: its forward, backward and
 // recompute work over all micro-batches plus its TP collectives that run on the critical
-// path, launches and the optimizer left out. It cannot start before the stages ahead ran their
-// first forward (F_j) and the step cannot end before the stages ahead ran their last backward (B_j)
-// after it:
+// path, launches, the optimizer and an MoE block's expert-parallel collectives left out. It cannot
+// start before the stages ahead ran their first forward (F_j) and the step cannot end before the
+// stages ahead ran their last backward (B_j) after it:
 //   bound = max_s  Σ_{j<s} F_j + T_s + Σ_{j<s} B_j.
 // 0 (no bound) for measured compute models.
 double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels& models) {
@@ -213,6 +226,8 @@ double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels&
       // Overlapped ones (CP's ring beside the core, Megatron's and async TP's beside a GEMM)
       // cost no more than the compute beside them.
       if (!pieces[k].collective || pieces[k].alongside) continue;
+      // An MoE block's dispatch and combine run on other groups: left out (a lower bound).
+      if (pieces[k].group != workload::PieceGroup::tp) continue;
       if (but_trailing && k + 1 == pieces.size()) continue;
       t += models.network->collective(pieces[k].kind, tp_group, pieces[k].bytes).total_s();
     }

@@ -35,10 +35,25 @@ int tensor_parallel_degree(const scenario::Scenario& s) {
   return 0;
 }
 
+// The expert-parallel degree the MoE variants use: the largest divisor of the experts that divides
+// a stage's `stage_ranks` and stays inside a node (the all-to-all over NVLink, as Megatron-
+// Bridge's single-node EP recipes); SpecError for a dense model.
+int expert_parallel_degree(const scenario::Scenario& s, int stage_ranks) {
+  if (!s.model.moe) {
+    throw SpecError("model.moe", "the moe variants need a mixture-of-experts model; '" +
+                                     s.model.name + "' is dense");
+  }
+  for (int ep = std::min(stage_ranks, s.cluster.gpus_per_node); ep >= 1; --ep) {
+    if (s.model.moe->experts % ep == 0 && stage_ranks % ep == 0) return ep;
+  }
+  return 1;
+}
+
 scenario::Scenario with(const scenario::Scenario& base, int dp, int pp, scenario::Schedule schedule,
-                        scenario::Sharding sharding, int tp = 1, int cp = 1) {
+                        scenario::Sharding sharding, int tp = 1, int cp = 1, int ep = 0) {
   scenario::Scenario s = base;
   auto& st = s.strategy;
+  if (ep > 0) st.ep = ep;  // 0: the base's
   st.dp = dp;
   st.pp = pp;
   st.tp = tp;
@@ -85,9 +100,9 @@ scenario::Scenario context_parallel(const scenario::Scenario& base, int world) {
 
 const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = {
-      "base",   "ddp",   "zero1", "zero2",       "zero3",   "fsdp", "shard_grad_op",
-      "hybrid", "gpipe", "1f1b",  "interleaved", "offload", "tp",   "3d",
-      "cp",     "fp8"};
+      "base",   "ddp",   "zero1",  "zero2",       "zero3",   "fsdp", "shard_grad_op",
+      "hybrid", "gpipe", "1f1b",   "interleaved", "offload", "tp",   "3d",
+      "cp",     "fp8",   "moe-ep", "moe-3d"};
   return names;
 }
 
@@ -152,6 +167,19 @@ std::vector<Variant> make_variants(const scenario::Scenario& base,
             scenario::fp8_all_gather_allowed(s.strategy.precision, s.strategy.sharding);
         scenario::validate(s);
         v.scenario = s;
+      } else if (name == "moe-ep") {
+        // Megatron-Core's MoE data parallelism: every rank a data-parallel replica of the dense
+        // layers, the experts split over a node, the distributed optimizer.
+        v.scenario = with(base, world, 1, Schedule::one_f_one_b, Sharding::zero1, 1, 1,
+                          expert_parallel_degree(base, world));
+      } else if (name == "moe-3d") {
+        // tp 2 with sequence parallelism (Megatron requires it with ep) × a pipeline × ep inside
+        // each stage's ranks, the distributed optimizer: Megatron-Bridge's large-MoE layout.
+        const int tp = scenario::tensor_parallel_model_refusal(base.model, 2) ? 1 : 2;
+        const int depth = pipeline_depth(base, world / tp);
+        const int dp = world / tp / depth;
+        v.scenario = with(base, dp, depth, Schedule::one_f_one_b, Sharding::zero1, tp, 1,
+                          expert_parallel_degree(base, dp * tp));
       } else if (name == "tp" || name == "3d") {
         const int tp = tensor_parallel_degree(base);
         if (tp < 2) {

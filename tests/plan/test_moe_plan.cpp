@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
 
 #include "engine/memory/memory.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/scenario/error.hpp"
 #include "sim/simulator.hpp"
 #include "tests/plan/plan_test_util.hpp"
+#include "tune/search.hpp"
 
 namespace stratagem {
 namespace {
@@ -187,6 +189,33 @@ TEST(MoePlan, WhatIsNotSimulatedYetIsRefusedByKey) {
   EXPECT_EQ(refused({{"tp", 2}, {"dp", 4}}, {{"shared_experts", 1}}), "strategy.tp");
   EXPECT_EQ(refused({{"recompute", "selective-op"}}, nlohmann::json::object()),
             "strategy.recompute");
+}
+
+// search enumerates ep over the experts' divisors that divide a stage's ranks, and its bound
+// (which leaves the dispatch out) still prunes nothing the exhaustive search ranks first.
+TEST(MoePlan, SearchTriesExpertParallelismAndPruningKeepsTheBest) {
+  const auto base = small_moe(nlohmann::json::object());
+  tune::SearchOptions options;
+  options.precisions = {scenario::Precision::bf16};
+  options.fp8_when_available = false;
+  options.recomputes = {scenario::Recompute::none, scenario::Recompute::full};
+  options.max_pp = 2;
+  options.max_micro_batch_size = 2;
+  options.threads = 1;
+  options.keep_top = 3;
+  const auto pruned = tune::search(base, options);
+  options.keep_top = 0;
+  const auto all = tune::search(base, options);
+  std::set<int> eps;
+  for (const auto& c : all.ranked) {
+    const auto& st = c.scenario.strategy;
+    eps.insert(st.ep);
+    EXPECT_EQ(8 % st.ep, 0) << c.label;
+    EXPECT_EQ((st.dp * st.tp) % st.ep, 0) << c.label;
+  }
+  EXPECT_EQ(eps, (std::set<int>{1, 2, 4, 8}));
+  ASSERT_GE(pruned.ranked.size(), 3u);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(pruned.ranked[i].label, all.ranked[i].label) << i;
 }
 
 }  // namespace
