@@ -136,6 +136,21 @@ GemmMixPtr op_mix(const std::vector<Unit>& units, Phase phase, int u0, int u1) {
   return parts.size() == 1 ? parts.front().first : merge(parts);
 }
 
+// A shaped block's work from its stack's kernel list: what its memory-bound kernels move, its
+// GEMMs' operand bytes and shapes, and how many kernels it launches.
+void take_kernel_list(Unit& u, const BlockKernels& k) {
+  const KernelTotals f = totals(k.forward), b = totals(k.backward);
+  u.kernel_list = true;
+  u.fwd_bytes = f.memory_bytes;
+  u.bwd_bytes = b.memory_bytes;
+  u.fwd_gemm_bytes = f.gemm_bytes;
+  u.bwd_gemm_bytes = b.gemm_bytes;
+  u.fwd_launches = f.launches;
+  u.bwd_launches = b.launches;
+  u.fwd_gemms = gemm_mix(k.forward);
+  u.bwd_gemms = gemm_mix(k.backward);
+}
+
 // The attention half of activation_bytes_per_layer's table (Korthikanti et al. 2022, §4.1:
 // its norm's input 2, QKV's input 2, Q and K 4/t, V 2/t, the projection's input 2/t, the
 // dropout mask 1 — 5c + 8/t bytes per s·b·h, c = 1/t with sequence parallelism, else 1 —
@@ -178,18 +193,10 @@ Unit moe_block_unit(const scenario::Scenario& s, const Unit& dense, scenario::Re
   u.gather_params = u.params;
   u.linear_params = p.attention / t + shared / t + load.expert_params;
   const BlockKernels k = block_kernels(s, scenario::BlockKind::moe);
-  const KernelTotals f = totals(k.forward), b = totals(k.backward);
+  take_kernel_list(u, k);
+  const KernelTotals f = totals(k.forward);
   u.fwd_flops = f.gemm_flops;
   u.attn_fwd_flops = f.attention_flops;
-  u.kernel_list = true;
-  u.fwd_bytes = f.memory_bytes;
-  u.bwd_bytes = b.memory_bytes;
-  u.fwd_gemm_bytes = f.gemm_bytes;
-  u.bwd_gemm_bytes = b.gemm_bytes;
-  u.fwd_launches = f.launches;
-  u.bwd_launches = b.launches;
-  u.fwd_gemms = gemm_mix(k.forward);
-  u.bwd_gemms = gemm_mix(k.backward);
   // The MoE half's saved tensors; among them the block's output (kept: the next block's input),
   // which stands for the MoE norm's input h1 (the same s·b·h, made in the attention half).
   double moe_saved = 0;
@@ -300,16 +307,7 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   } else {
     // The stack's kernels: what its memory-bound kernels move and how many it launches.
     const BlockKernels k = block_kernels(s);
-    const KernelTotals f = totals(k.forward), b = totals(k.backward);
-    block.kernel_list = true;
-    block.fwd_bytes = f.memory_bytes;
-    block.bwd_bytes = b.memory_bytes;
-    block.fwd_gemm_bytes = f.gemm_bytes;
-    block.bwd_gemm_bytes = b.gemm_bytes;
-    block.fwd_launches = f.launches;
-    block.bwd_launches = b.launches;
-    block.fwd_gemms = gemm_mix(k.forward);
-    block.bwd_gemms = gemm_mix(k.backward);
+    take_kernel_list(block, k);
     // A full recompute reruns the forward; selective the eager attention core's GEMMs;
     // torchtitan's per-op policy the linears it does not save (and eager attention's core).
     if (recompute == scenario::Recompute::full) {
