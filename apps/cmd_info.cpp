@@ -358,10 +358,13 @@ Registration reg{{"info",
                     sub.add_flag("--json", *json, "Print JSON");
                     return std::function<int()>([file, json] {
                       const auto s = scenario::load_scenario_to_describe(*file);
-                      // A model beyond the dense blocks' description (mixture of experts), or
-                      // one the planner does not model yet.
+                      // A model beyond the dense blocks' description (mixture of experts, a
+                      // head width apart from h / heads, q/k norms), or one the planner does
+                      // not model yet.
                       const auto why = scenario::unsimulated_feature(s.model);
-                      if (why || s.model.moe) {
+                      const auto& m = s.model;
+                      const bool wide_heads = m.head_dim > 0 && m.head_dim * m.heads != m.hidden;
+                      if (why || m.moe || wide_heads || m.qk_norm) {
                         if (*json) {
                           std::cout << described_json(s, why).dump(2) << "\n";
                         } else {

@@ -116,6 +116,16 @@ void check_runtime_model(const scenario::ModelSpec& m) {
     throw SpecError("model.type_vocab", "token-type embeddings belong to encoders");
   }
   if (m.pooler) throw SpecError("model.pooler", "a pooler belongs to encoders");
+  if (m.qk_norm) {
+    throw SpecError("model.qk_norm",
+                    "the real runtime's attention has no per-head q/k norms yet; "
+                    "simulate the model with `stratagem sim`");
+  }
+  if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) {
+    throw SpecError("model.head_dim",
+                    "the real runtime's attention is heads x hidden / heads wide; simulate a "
+                    "head width apart from it with `stratagem sim`");
+  }
   if (m.moe) {
     throw SpecError("model.moe",
                     "the real runtime has no mixture-of-experts layer yet (router, token "

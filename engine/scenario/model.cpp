@@ -24,11 +24,6 @@ UnsimulatedFeature unsimulated_feature(const ModelSpec& m) {
       "runtime do not model it yet";
   if (m.mla) return {"model.mla", "multi-head latent attention" + later};
   if (m.mtp_layers > 0) return {"model.mtp_layers", "multi-token prediction modules" + later};
-  if (m.head_dim > 0 && m.head_dim * m.heads != m.hidden) {
-    return {"model.head_dim", "heads x head_dim (" + std::to_string(m.heads * m.head_dim) +
-                                  ") apart from hidden (" + std::to_string(m.hidden) + ")" + later};
-  }
-  if (m.qk_norm) return {"model.qk_norm", "per-head query/key norms" + later};
   if (m.sliding_window) return {"model.sliding_window", "sliding-window attention" + later};
   if (m.attention_sinks) return {"model.attention_sinks", "attention sinks" + later};
   return {};
@@ -450,9 +445,9 @@ double training_flops_per_token(const ModelSpec& m, std::int64_t seq_len) {
 }
 
 std::vector<LinearShape> block_linears(const ModelSpec& m, int tp) {
-  const double t = tp, h = static_cast<double>(m.hidden), kv = kv_dim(m);
+  const double t = tp, h = static_cast<double>(m.hidden), kv = kv_dim(m), q = q_dim(m);
   const double f = static_cast<double>(m.ffn_hidden);
-  std::vector<LinearShape> linears{{h / t, h}, {kv / t, h}, {kv / t, h}, {h, h / t}};  // q k v o
+  std::vector<LinearShape> linears{{q / t, h}, {kv / t, h}, {kv / t, h}, {h, q / t}};  // q k v o
   if (m.mlp == MlpKind::swiglu) {
     linears.insert(linears.end(), {{f / t, h}, {f / t, h}, {h, f / t}});  // w1, w3, w2
   } else {

@@ -96,8 +96,8 @@ struct ModelSpec {
 };
 
 /// The key and reason when `m` has a feature the planner, simulator and runtime do not model
-/// yet (latent attention, a head width apart from hidden / heads, QK norms, sliding windows,
-/// attention sinks, MTP): `info` describes such a model, simulating it is refused by name.
+/// yet (latent attention, sliding windows, attention sinks, MTP): `info` describes such a model,
+/// simulating it is refused by name.
 /// (Mixture-of-experts models are planned and simulated; expert_mesh.hpp
 /// unsimulated_moe_strategy names what of them is not yet, the runtime refuses them.)
 struct UnsimulatedFeature {

@@ -49,8 +49,8 @@ int BlockGraphs::accumulate(const std::string& name, int a, int b, double elemen
   return out;
 }
 
-int BlockGraphs::norm_backward(const std::string& name, int g) {
-  const double rows = x_.nr, h = x_.h, e = x_.e;
+int BlockGraphs::norm_backward(const std::string& name, int g, double rows_in, double width) {
+  const double rows = rows_in < 0 ? x_.nr : rows_in, h = width < 0 ? x_.h : width, e = x_.e;
   const int x = t(b_, rows * h, e), rstd = t(b_, rows, 4), w = b_.tensor(h, e, true);
   const int dx = t(b_, rows * h, e), dw = t(b_, h, 4);
   if (!eager() || !x_.rms) {
@@ -217,6 +217,10 @@ void BlockGraphs::backward() {
     dq = rope_backward("rope q", dq, x.q);
     dk = rope_backward("rope k", dk, x.kv);
   }
+  if (x.qk_norm) {
+    dq = head_norm_backward(megatron() ? "q_layernorm" : "q_norm", dq, x.q);
+    dk = head_norm_backward(megatron() ? "k_layernorm" : "k_norm", dk, x.kv);
+  }
   int dxn = -1;
   if (eager()) {
     const int d1 = linear_backward("wq", dq, x.n, x.q, x.h, saved_in);
@@ -301,6 +305,10 @@ int BlockGraphs::mlp_backward(int gout) {
   if (x.sp) dhn = t(b_, x.nr * x.h, e);  // reduce-scattered by the plan
   const int dh1n = norm_backward(megatron() ? "pre_mlp_layernorm" : "ffn_norm", dhn);
   return accumulate("accumulate grad (residual)", gout, dh1n, x.nr * x.h, e);
+}
+
+int BlockGraphs::head_norm_backward(const std::string& name, int g, double width) {
+  return norm_backward(name, g, x_.n * width / x_.d, x_.d);
 }
 
 }  // namespace stratagem::workload

@@ -5,8 +5,9 @@
 
 namespace stratagem::workload {
 
-int BlockGraphs::norm_forward(const std::string& name, int in, bool fused_into_linear) {
-  const double rows = x_.nr, h = x_.h, e = x_.e;
+int BlockGraphs::norm_forward(const std::string& name, int in, bool fused_into_linear,
+                              double rows_in, double width) {
+  const double rows = rows_in < 0 ? x_.nr : rows_in, h = width < 0 ? x_.h : width, e = x_.e;
   const int w = f_.tensor(h, e, true);
   const int rstd = t(f_, rows, 4);
   f_.keep(rstd);
@@ -103,6 +104,10 @@ BlockGraphs::Quantized BlockGraphs::quantize(OpGraph& g, const std::string& name
   return q;
 }
 
+int BlockGraphs::head_norm_forward(const std::string& name, int in, double width) {
+  return norm_forward(name, in, false, x_.n * width / x_.d, x_.d);
+}
+
 int BlockGraphs::linear(const std::string& name, int in, double rows, double n, double k,
                         bool in_is_fp8, double count) {
   int a = in;
@@ -176,6 +181,10 @@ void BlockGraphs::forward() {
     q = t(f_, x.n * x.q, e);
     k = t(f_, x.n * x.kv, e);
     v = t(f_, x.n * x.kv, e);
+  }
+  if (x.qk_norm) {
+    q = head_norm_forward(megatron() ? "q_layernorm" : "q_norm", q, x.q);
+    k = head_norm_forward(megatron() ? "k_layernorm" : "k_norm", k, x.kv);
   }
   if (x.rotary) {
     q = rope_forward("rope q", q, x.q);

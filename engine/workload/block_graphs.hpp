@@ -43,6 +43,7 @@ struct Shape {
   bool swiglu = true;
   bool rms = true;
   bool rotary = true;
+  bool qk_norm = false;       ///< per-head RMSNorm on q and k before RoPE (Qwen3, model.qk_norm)
   bool sp = false;            ///< sequence parallelism: gather before the column-parallel GEMMs
   double e = 2;               ///< activation element bytes
   DType dtype = DType::bf16;  ///< the linear layers' GEMM dtype
@@ -97,7 +98,15 @@ class BlockGraphs {
   /// linear reads: fp8 when Transformer Engine's LayerNormLinear casts in the norm kernel,
   /// unless `fused_into_linear` is false: an MoE block's norm feeds the router and the
   /// permutation, a TENorm of its own in Megatron-Core).
-  int norm_forward(const std::string& name, int in, bool fused_into_linear = true);
+  /// `rows` and `width` (default: the block's tokens, h) for another norm's shape.
+  int norm_forward(const std::string& name, int in, bool fused_into_linear = true, double rows = -1,
+                   double width = -1);
+  /// Qwen3's per-head norm of q or k (`width` of them per token: heads × head_dim on this rank)
+  /// as one kernel (Transformer Engine's q_layernorm / k_layernorm in Megatron-Core, an
+  /// RMSNorm kernel in Megatron-LM) or ATen's composite rms_norm over rows of head_dim (eager);
+  /// forward and backward.
+  int head_norm_forward(const std::string& name, int in, double width);
+  int head_norm_backward(const std::string& name, int g, double width);
 
   /// The fp8 quantization of a linear layer's activation operand: its input (forward) or its
   /// output gradient (backward), `elements` of it. `first`: what the forward or dgrad GEMM
@@ -155,7 +164,7 @@ class BlockGraphs {
   /// A norm's backward: one fused kernel for Transformer Engine (dx with the weight gradient's
   /// partial sums), two for apex and ATen's native_layer_norm_backward (dx, then the weight
   /// gradient reading dy and x again), autograd's formulas for each op of the composite one.
-  int norm_backward(const std::string& name, int g);
+  int norm_backward(const std::string& name, int g, double rows = -1, double width = -1);
 
   int rope_backward(const std::string& name, int g, double width);
 

@@ -21,7 +21,7 @@ Shape shape_of(const scenario::Scenario& s, scenario::BlockKind kind) {
   x.nr = x.sp ? x.n / t : x.n;
   x.h = static_cast<double>(m.hidden);
   x.heads = static_cast<double>(m.heads) / t;
-  x.d = x.h / static_cast<double>(m.heads);
+  x.d = static_cast<double>(scenario::attention_head_dim(m));  // h / heads unless head_dim
   x.q = x.heads * x.d;
   x.kv = scenario::kv_dim(m) / t;
   x.f = static_cast<double>(m.ffn_hidden) / t;
@@ -31,6 +31,7 @@ Shape shape_of(const scenario::Scenario& s, scenario::BlockKind kind) {
   x.swiglu = m.mlp == scenario::MlpKind::swiglu;
   x.rms = m.norm == scenario::NormKind::rmsnorm;
   x.rotary = m.positions == scenario::PositionKind::rotary;
+  x.qk_norm = m.qk_norm;
   x.e = st.precision == scenario::Precision::no ? 4.0 : 2.0;
   x.dtype = scenario::gemm_dtype(st);
   x.fp8 = x.dtype == DType::fp8;

@@ -255,13 +255,15 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   // The attention core, Q·Kᵀ and attention·V: 4·s·h FLOPs per token (Megatron's count, no
   // causal saving), /tp (heads are split). Eager attention runs it as batched GEMMs; the fused
   // kernel skips the masked half of a causal model's s×s blocks (FlashAttention counts it so).
-  const double core = 4.0 * tokens * seq * static_cast<double>(m.hidden) / t;
+  const double head_dim = static_cast<double>(scenario::attention_head_dim(m));
+  const double q_width = static_cast<double>(m.heads) * head_dim;  // h unless model.head_dim
+  const double core = 4.0 * tokens * seq * q_width / t;
   block.fwd_flops = tokens * scenario::block_forward_flops_per_token(m, s.training.seq_len) / t;
   if (flash) {
     block.fwd_flops -= core;
     block.attn_fwd_flops = core * (m.kind == scenario::ModelKind::decoder ? 0.5 : 1.0);
     block.attention_seq = seq;
-    block.head_dim = static_cast<double>(m.hidden) / static_cast<double>(m.heads);
+    block.head_dim = head_dim;
     block.causal = m.kind == scenario::ModelKind::decoder;
   }
   const scenario::ActivationLayout act{tp, st.sequence_parallel, st.cp, flash,

@@ -279,15 +279,19 @@ TEST(MoeModel, PlanningRefusesByNameWhileInfoDescribes) {
   EXPECT_NO_THROW(parse_scenario(mixtral, "test"));
   // A dense model with a feature the planner lacks: named by its own key.
   json qk = scenario;
-  qk["model"] = {{"preset", "llama3-8b"}, {"qk_norm", true}};
+  qk["model"] = {{"preset", "llama3-8b"}, {"sliding_window", {{"tokens", 128}}}};
   qk["cluster"] = "dgx-h100";
   qk["strategy"] = {{"dp", 8}};
   try {
     parse_scenario(qk, "test");
-    FAIL() << "qk_norm was accepted for planning";
+    FAIL() << "sliding_window was accepted for planning";
   } catch (const SpecError& e) {
-    EXPECT_EQ(e.path(), "model.qk_norm");
+    EXPECT_EQ(e.path(), "model.sliding_window");
   }
+  // Per-head q/k norms and a head width apart from h / heads are planned (Qwen3).
+  json qwen = qk;
+  qwen["model"] = {{"preset", "llama3-8b"}, {"qk_norm", true}, {"head_dim", 256}};
+  EXPECT_NO_THROW(parse_scenario(qwen, "test"));
   // head_dim equal to hidden / heads changes nothing: planned as before.
   json same = qk;
   same["model"] = {{"preset", "llama3-8b"}, {"head_dim", 128}};

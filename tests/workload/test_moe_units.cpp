@@ -131,5 +131,33 @@ TEST(MoeUnits, TorchtitanScalesTheExpertsOutputsAndKeepsThem) {
   find(kr.forward, "gather routed copies");
 }
 
+// Qwen3-30B-A3B's attention: 32 heads × 128 on h = 2048 (q and o 4096 wide), 4 KV heads,
+// per-head q/k RMSNorms before RoPE; 128 experts of width 768, top 8.
+TEST(MoeUnits, Qwen3AttentionIsHeadsTimesHeadDimWideWithPerHeadNorms) {
+  const scenario::Scenario s = scenario::parse_scenario(
+      {{"model", "qwen3-30b-a3b"},
+       {"cluster", "dgx-h100"},
+       {"strategy", {{"dp", 8}, {"ep", 8}, {"mixed_precision", "bf16"}, {"stack", "megatron"}}},
+       {"training", {{"seq_len", 4096}}}});
+  const double tokens = 4096, q = 32 * 128, kv = 4 * 128, hq = 2048;
+  const BlockKernels kr = block_kernels(s, scenario::BlockKind::moe);
+  const Kernel& qkv = find(kr.forward, "linear_qkv");
+  EXPECT_DOUBLE_EQ(qkv.n, q + 2 * kv);
+  EXPECT_DOUBLE_EQ(find(kr.forward, "linear_proj").k, q);
+  // One kernel per norm: reads q (or k) and writes it, with the row statistics of each head.
+  EXPECT_DOUBLE_EQ(find(kr.forward, "q_layernorm").bytes,
+                   2 * tokens * q * 2 + 128 * 2 + tokens * 32 * 4);
+  EXPECT_DOUBLE_EQ(find(kr.forward, "k_layernorm").bytes,
+                   2 * tokens * kv * 2 + 128 * 2 + tokens * 4 * 4);
+  find(kr.backward, "q_layernorm backward");
+  // The fused attention core over q's width (causal: half of 4·s·s·q).
+  const std::vector<Unit> units = make_units(s);
+  EXPECT_DOUBLE_EQ(units[1].attn_fwd_flops, 4.0 * tokens * tokens * q / 2);
+  // One rank's 16 experts, each 8 ranks' 4096 tokens × top 8 / 128 = 2048 rows.
+  const Kernel& fc1 = find(kr.forward, "experts linear_fc1");
+  EXPECT_DOUBLE_EQ(fc1.m, 2048);
+  EXPECT_DOUBLE_EQ(fc1.flops, 16 * 2 * 2048 * (2 * 768) * hq);
+}
+
 }  // namespace
 }  // namespace stratagem::workload
