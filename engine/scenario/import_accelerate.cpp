@@ -32,13 +32,26 @@ class YamlFile {
     if (!in) throw SpecError(file_, "cannot open file");
     std::stringstream text;
     text << in.rdbuf();
+    std::vector<YAML::Node> documents;
     try {
-      root_ = YAML::Load(text.str());
+      documents = YAML::LoadAll(text.str());
     } catch (const YAML::Exception& e) {
       throw SpecError(
           file_ + ":" + std::to_string(e.mark.line + 1) + ":" + std::to_string(e.mark.column + 1),
           "invalid YAML: " + e.msg);
     }
+    if (documents.size() > 1) {
+      // accelerate's load_config_from_file reads one document; silently taking the first of
+      // several would drop the rest.
+      const YAML::Mark m = documents[1].Mark();
+      throw SpecError(m.is_null() ? file_
+                                  : file_ + ":" + std::to_string(m.line + 1) + ":" +
+                                        std::to_string(m.column + 1),
+                      "a second YAML document (after '---'): an accelerate config is one "
+                      "document, and " +
+                          std::to_string(documents.size()) + " were found; keep the one you mean");
+    }
+    if (!documents.empty()) root_ = documents.front();
     if (!root_.IsMap()) throw SpecError(file_, "expected a YAML mapping of accelerate settings");
   }
 

@@ -253,6 +253,20 @@ num_processes: 8
   EXPECT_EQ(c.what.find('\n'), std::string::npos);
 }
 
+TEST(ImportErrors, ASecondYamlDocumentIsRefusedWhereItStarts) {
+  const test::TempDir dir("import-two-docs");
+  const std::string file = dir.write("two.yaml", R"(distributed_type: FSDP
+num_processes: 8
+---
+distributed_type: MULTI_GPU
+num_processes: 8
+)");
+  const Caught c = error_of([&] { import_accelerate(file, llama()); });
+  EXPECT_EQ(c.path, file + ":4:1");
+  expect_has(c.what, "second YAML document");
+  EXPECT_EQ(c.what.find('\n'), std::string::npos);
+}
+
 TEST(ImportErrors, UnknownValuesNameTheKeyAndListValid) {
   const test::TempDir dir("import-bad-values");
   auto check = [&](const std::string& body, const std::string& key, const std::string& part) {
