@@ -410,9 +410,10 @@ Executor::Executor(const plan::StepPlan& plan, int rank, comm::Communicator& com
 Executor::~Executor() = default;
 
 StepOutcome Executor::step(std::int64_t step) {
-  // A heartbeat names the op its rank last started (described only when a beat is sent).
+  // A heartbeat names the op its rank last started (described only when a beat is sent), with
+  // the step numbered as the log numbers it (from 1).
   const launch::Heartbeat::Describer describer([this, step](std::uint64_t id) {
-    return "step " + std::to_string(step) + " " +
+    return "step " + std::to_string(step + 1) + " " +
            describe_op(plan_, static_cast<plan::OpId>(id));
   });
   state_->zero_grads();
