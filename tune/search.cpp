@@ -74,68 +74,70 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
             if (experts % ep == 0 && (dp * cp * tp) % ep == 0) expert_degrees.push_back(ep);
           }
         }
-        for (int ep : expert_degrees)
-          for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
-            const auto accum = scenario::grad_accum_for(base.training.global_batch, mbs, dp);
-            if (!accum) continue;
-            const int m = static_cast<int>(*accum);
-            for (const auto& [schedule, chunks] : schedules) {
-              for (Sharding sharding : shardings) {
-                for (scenario::Precision precision : precisions) {
-                  for (scenario::Attention attention : o.attentions) {
-                    for (scenario::Recompute recompute : o.recomputes) {
-                      // Selective recomputation is none with flash attention: not listed twice.
-                      if (recompute == scenario::Recompute::selective &&
-                          attention == scenario::Attention::flash) {
-                        continue;
-                      }
-                      // torchtitan's per-op policy belongs to its stack: not enumerated for others.
-                      if (recompute == scenario::Recompute::selective_op &&
-                          base.strategy.stack != scenario::Stack::pytorch) {
-                        continue;
-                      }
-                      scenario::Scenario s = base;
-                      auto& st = s.strategy;
-                      st = scenario::StrategySpec{};
-                      st.dp = dp;
-                      st.pp = pp;
-                      st.tp = tp;
-                      st.cp = cp;
-                      st.sequence_parallel = sp;
-                      st.schedule = schedule;
-                      st.chunks = chunks;
-                      st.micro_batch_size = mbs;
-                      st.grad_accum = m;
-                      st.sharding = sharding;
-                      st.precision = precision;
-                      // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
-                      st.fp8_all_gather = scenario::fp8_all_gather_allowed(precision, sharding);
-                      st.attention = attention;
-                      st.recompute = recompute;
-                      st.optimizer = base.strategy.optimizer;
-                      st.stack = base.strategy.stack;
-                      st.compile = base.strategy.compile;
-                      if (precision == scenario::Precision::fp8) {
-                        st.fp8_recipe = base.strategy.fp8_recipe;
-                      }
-                      st.async_tp = base.strategy.async_tp && scenario::async_tp_allowed(st);
-                      st.ep = ep;
-                      st.moe_dispatcher = base.strategy.moe_dispatcher;
-                      st.moe_load_imbalance = base.strategy.moe_load_imbalance;
+        for (int mbs = 1; mbs <= o.max_micro_batch_size; mbs *= 2) {
+          const auto accum = scenario::grad_accum_for(base.training.global_batch, mbs, dp);
+          if (!accum) continue;
+          const int m = static_cast<int>(*accum);
+          for (const auto& [schedule, chunks] : schedules) {
+            for (Sharding sharding : shardings) {
+              for (scenario::Precision precision : precisions) {
+                for (scenario::Attention attention : o.attentions) {
+                  for (scenario::Recompute recompute : o.recomputes) {
+                    // Selective recomputation is none with flash attention: not listed twice.
+                    if (recompute == scenario::Recompute::selective &&
+                        attention == scenario::Attention::flash) {
+                      continue;
+                    }
+                    // torchtitan's per-op policy belongs to its stack: not enumerated for others.
+                    if (recompute == scenario::Recompute::selective_op &&
+                        base.strategy.stack != scenario::Stack::pytorch) {
+                      continue;
+                    }
+                    scenario::Scenario s = base;
+                    auto& st = s.strategy;
+                    st = scenario::StrategySpec{};
+                    st.dp = dp;
+                    st.pp = pp;
+                    st.tp = tp;
+                    st.cp = cp;
+                    st.sequence_parallel = sp;
+                    st.schedule = schedule;
+                    st.chunks = chunks;
+                    st.micro_batch_size = mbs;
+                    st.grad_accum = m;
+                    st.sharding = sharding;
+                    st.precision = precision;
+                    // torchao's float8 all-gather wherever FSDP gathers (torchtitan's default).
+                    st.fp8_all_gather = scenario::fp8_all_gather_allowed(precision, sharding);
+                    st.attention = attention;
+                    st.recompute = recompute;
+                    st.optimizer = base.strategy.optimizer;
+                    st.stack = base.strategy.stack;
+                    st.compile = base.strategy.compile;
+                    if (precision == scenario::Precision::fp8) {
+                      st.fp8_recipe = base.strategy.fp8_recipe;
+                    }
+                    st.async_tp = base.strategy.async_tp && scenario::async_tp_allowed(st);
+                    st.moe_dispatcher = base.strategy.moe_dispatcher;
+                    st.moe_load_imbalance = base.strategy.moe_load_imbalance;
+                    for (int ep : expert_degrees) {
+                      scenario::Scenario e = s;
+                      e.strategy.ep = ep;
                       try {
-                        scenario::validate(s);
+                        scenario::validate(e);
                       } catch (const SpecError&) {
                         ++invalid;
                         continue;
                       }
-                      s.name = strategy_label(s);
-                      out.push_back(std::move(s));
+                      e.name = strategy_label(e);
+                      out.push_back(std::move(e));
                     }
                   }
                 }
               }
             }
           }
+        }
       }
     }
   }

@@ -65,19 +65,10 @@ RankMemory stage_memory(const scenario::Scenario& s, const std::vector<plan::Uni
   r.rank = scenario::mesh_shape(st).rank_of(stage, 0);
   r.shards = shard_group_size(s);
   r.stage_params = stage_params;
-  ModelStates states = model_states(stage_params, r.shards, st);
-  if (expert_params > 0) {
-    // MoE: the routed experts' states are sharded over the expert-data-parallel group
-    // (expert_mesh.hpp), the rest over the data-parallel one.
-    const ModelStates dense = model_states(stage_params - expert_params, r.shards, st);
-    const ModelStates experts = model_states(expert_params, scenario::expert_mesh(st).edp, st);
-    states = dense;
-    states.params_bytes += experts.params_bytes;
-    states.grads_bytes += experts.grads_bytes;
-    states.optimizer_bytes += experts.optimizer_bytes;
-    states.master_weights_bytes += experts.master_weights_bytes;
-    states.host_bytes += experts.host_bytes;
-  }
+  // MoE: the routed experts' states are sharded over the expert-data-parallel group
+  // (expert_mesh.hpp), the rest over the data-parallel one.
+  ModelStates states = model_states(stage_params - expert_params, r.shards, st);
+  if (expert_params > 0) states.add(model_states(expert_params, scenario::expert_mesh(st).edp, st));
   set(r, TensorClass::params, states.params_bytes);
   set(r, TensorClass::grads, states.grads_bytes);
   set(r, TensorClass::optimizer, states.optimizer_bytes);

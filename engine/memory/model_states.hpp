@@ -33,6 +33,15 @@ struct ModelStates {
   double gpu_bytes() const {
     return params_bytes + grads_bytes + optimizer_bytes + master_weights_bytes;
   }
+  /// Adds the states of parameters sharded over another group (an MoE stage's routed experts);
+  /// the loss scale is the rank's, counted once.
+  void add(const ModelStates& more) {
+    params_bytes += more.params_bytes;
+    grads_bytes += more.grads_bytes;
+    optimizer_bytes += more.optimizer_bytes;
+    master_weights_bytes += more.master_weights_bytes;
+    host_bytes += more.host_bytes;
+  }
 };
 
 /// Model states of one rank holding `params` (Ψ) shared by `shards` (N) ranks, sharded as

@@ -3,11 +3,16 @@
 // groups; ops are added only by lowering drafts, draft.hpp), and each rank's process groups
 // as the mesh pass made them. Helpers here are pure reads of the scenario and the layout.
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "engine/plan/builder.hpp"
 #include "engine/plan/plan.hpp"
+
+namespace stratagem::workload {
+class TpChains;
+}
 
 namespace stratagem::plan {
 
@@ -36,6 +41,9 @@ struct BuildContext {
   /// Expert-data-parallel replicas of (stage, ep, etp): the routed experts' gradients are
   /// reduced, and their sharded states split, over it.
   std::vector<int> edp_group;
+  /// The tensor-, context- and expert-parallel chains of the scenario's units, made once for
+  /// every rank by the tensor_parallel pass (an MoE block's come from its kernel graph).
+  std::shared_ptr<const workload::TpChains> tp_chains;
 
   const scenario::StrategySpec& strategy() const { return scenario.strategy; }
   const Layout& layout() const { return plan.layout; }

@@ -29,6 +29,15 @@ std::vector<BucketPlan> make_buckets(const BuildContext& ctx, int stage, bool pe
   return out;
 }
 
+std::vector<BucketPart> bucket_parts(const BuildContext& ctx, int rank, const BucketPlan& b) {
+  if (b.expert_params <= 0) return {{b.params, false}};
+  std::vector<BucketPart> out;
+  const double dense = b.params - b.expert_params;
+  if (dense > 0 && ctx.group_size(ctx.shard_group[rank]) > 1) out.push_back({dense, false});
+  if (ctx.syncs_expert_grads(rank)) out.push_back({b.expert_params, true});
+  return out;
+}
+
 namespace {
 
 class GradientSync {
@@ -103,17 +112,9 @@ class GradientSync {
   }
 
   void launch(const BucketPlan& bucket, int index, DraftRef after, std::vector<DraftRef>& out) {
-    if (bucket.expert_params <= 0) {
-      launch(bucket, bucket.params, false, index, after, out);
-      return;
+    for (const BucketPart& part : bucket_parts(ctx_, d_.rank, bucket)) {
+      launch(bucket, part.params, part.experts, index, after, out);
     }
-    const int rank = d_.rank;
-    const double dense = bucket.params - bucket.expert_params;
-    if (dense > 0 && ctx_.group_size(ctx_.dp_group[rank]) > 1) {
-      launch(bucket, dense, false, index, after, out);
-    }
-    if (ctx_.syncs_expert_grads(rank))
-      launch(bucket, bucket.expert_params, true, index, after, out);
   }
 
   // One sync of `params` of the bucket's parameters: the routed experts' (`experts`) over the

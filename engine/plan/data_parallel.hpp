@@ -30,6 +30,16 @@ struct BucketPlan {
 
 std::vector<BucketPlan> make_buckets(const BuildContext& ctx, int stage, bool per_unit);
 
+/// What of a bucket `rank` syncs (and, under ZeRO-1/2, gathers after the step), group by group:
+/// all its parameters over the data-parallel (shard) group, or for a bucket with routed experts
+/// the dense part over that group and the experts' over the expert-data-parallel group, each
+/// only where its group has more than one rank.
+struct BucketPart {
+  double params = 0;
+  bool experts = false;  ///< over the expert-data-parallel group
+};
+std::vector<BucketPart> bucket_parts(const BuildContext& ctx, int rank, const BucketPlan& bucket);
+
 void add_gradient_sync(BuildContext& ctx, RankDraft& draft, const std::vector<BucketPlan>& buckets);
 
 }  // namespace stratagem::plan

@@ -50,17 +50,9 @@ void add_optimizer_step(BuildContext& ctx, RankDraft& d, const std::vector<Bucke
                                  ctx.compute_bytes() * params, b, *lo, *hi + 1),
                 {step}));
     };
-    if (bk.expert_params <= 0) {
-      gather(ctx.shard_group[d.rank], bk.params);
-      continue;
+    for (const BucketPart& part : bucket_parts(ctx, d.rank, bk)) {
+      gather(part.experts ? ctx.edp_group[d.rank] : ctx.shard_group[d.rank], part.params);
     }
-    // MoE: the dense parameters' shards over the data-parallel group, the routed experts'
-    // over the expert-data-parallel group.
-    const double dense = bk.params - bk.expert_params;
-    if (dense > 0 && ctx.group_size(ctx.shard_group[d.rank]) > 1) {
-      gather(ctx.shard_group[d.rank], dense);
-    }
-    if (ctx.syncs_expert_grads(d.rank)) gather(ctx.edp_group[d.rank], bk.expert_params);
   }
 }
 

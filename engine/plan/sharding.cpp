@@ -23,15 +23,11 @@ void set_resident(BuildContext& ctx, int r) {
   auto set = [&](TensorClass cls, double bytes) { info.initial[static_cast<int>(cls)] = bytes; };
   set(TensorClass::params, c * psi / (scenario::shards_parameters(st.sharding) ? n : 1.0));
   set(TensorClass::grads, c * psi / (scenario::shards_gradients(st.sharding) ? n : 1.0));
-  const double opt_shard = scenario::shards_optimizer(st.sharding) ? n : 1.0;
-  double states = scenario::optimizer_state_bytes_per_param(st.optimizer) * psi / opt_shard;
-  double master = scenario::has_master_weights(st) ? 4.0 * psi / opt_shard : 0.0;
-  if (ctx.stage_expert_params(ctx.layout().coords[r].stage) > 0) {
-    // MoE: the routed experts' states are sharded over the expert-data-parallel group.
-    const double opt_psi = ctx.optimizer_params(r);
-    states = scenario::optimizer_state_bytes_per_param(st.optimizer) * opt_psi;
-    master = scenario::has_master_weights(st) ? 4.0 * opt_psi : 0.0;
-  }
+  // The parameters whose states this rank keeps (an MoE stage's routed experts sharded over
+  // the expert-data-parallel group, the rest over the shard group).
+  const double opt_psi = ctx.optimizer_params(r);
+  const double states = scenario::optimizer_state_bytes_per_param(st.optimizer) * opt_psi;
+  const double master = scenario::has_master_weights(st) ? 4.0 * opt_psi : 0.0;
   if (st.offload_optimizer == scenario::Offload::cpu) {
     info.host_bytes = states + master;
   } else {

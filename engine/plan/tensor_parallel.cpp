@@ -15,7 +15,8 @@ namespace {
 
 class TensorParallel {
  public:
-  TensorParallel(BuildContext& ctx, RankDraft& d) : ctx_(ctx), d_(d), chains_(ctx.scenario) {}
+  TensorParallel(BuildContext& ctx, RankDraft& d, const workload::TpChains& chains)
+      : ctx_(ctx), d_(d), chains_(chains) {}
 
   void run() {
     // A step waited for the previous step's only op; once split, it waits for its last.
@@ -143,7 +144,7 @@ class TensorParallel {
 
   BuildContext& ctx_;
   RankDraft& d_;
-  workload::TpChains chains_;
+  const workload::TpChains& chains_;
   std::vector<std::pair<Stream, Payload>> chain_;  ///< the step being split, as pieces
   std::vector<ChainLink> links_;                   ///< each piece's place in its unit's chain
   std::vector<bool> beside_;                       ///< each piece's `alongside`
@@ -155,7 +156,8 @@ class TensorParallel {
 void split_tensor_parallel(BuildContext& ctx, RankDraft& d) {
   const auto& st = ctx.strategy();
   if (st.tp <= 1 && st.cp <= 1 && !(ctx.scenario.model.moe && st.ep * st.etp > 1)) return;
-  TensorParallel(ctx, d).run();
+  if (!ctx.tp_chains) ctx.tp_chains = std::make_shared<const workload::TpChains>(ctx.scenario);
+  TensorParallel(ctx, d, *ctx.tp_chains).run();
 }
 
 void add_sequence_parallel_norm_sync(BuildContext& ctx, RankDraft& d) {

@@ -10,6 +10,23 @@
 
 namespace stratagem::workload {
 
+namespace {
+
+// Appends `piece`, run as one with a compute piece before it, unless that one runs beside a
+// collective (it follows an `alongside` one): what comes after it waits for that collective.
+void append_joined(std::vector<TpPiece>& out, const TpPiece& piece) {
+  const std::size_t n = out.size();
+  if (!piece.collective && n > 0 && !out[n - 1].collective && !(n > 1 && out[n - 2].alongside)) {
+    out.back().flops_share += piece.flops_share;
+    out.back().bytes_share += piece.bytes_share;
+    out.back().attention_share += piece.attention_share;
+    return;
+  }
+  out.push_back(piece);
+}
+
+}  // namespace
+
 TpChains::TpChains(const scenario::Scenario& s) {
   const auto& st = s.strategy;
   tp_ = st.tp > 1;
@@ -105,16 +122,7 @@ std::vector<TpPiece> TpChains::moe_half(bool forward) const {
   };
   const bool shared = parts[kSharedPart].flops > 0;
   std::vector<TpPiece> out;
-  // Consecutive compute pieces run as one, but for the one beside a collective.
-  auto push = [&](TpPiece p) {
-    const std::size_t n = out.size();
-    if (!p.collective && n > 0 && !out[n - 1].collective && !(n > 1 && out[n - 2].alongside)) {
-      out.back().flops_share += p.flops_share;
-      out.back().bytes_share += p.bytes_share;
-      return;
-    }
-    out.push_back(p);
-  };
+  auto push = [&](const TpPiece& p) { append_joined(out, p); };
   // The dispatch (forward) or the combine's backward: the tokens' way to the experts; the
   // combine or the dispatch's backward: their way back. `beside`: the shared experts run
   // beside the first collective.
@@ -179,17 +187,12 @@ std::vector<TpPiece> TpChains::make_chain(int kind, bool forward) const {
   };
   auto act = [&](K k) { return coll(k, act_bytes_, dtype_); };
   const double fa = split.attention_flops_share, ba = split.attention_bytes_share;
-  // An MoE block's halves back to back, the compute pieces where they meet as one.
-  auto with_moe_half = [&](std::vector<TpPiece> out) {
-    std::vector<TpPiece> moe_pieces = moe_half(forward);
-    if (!forward) std::swap(out, moe_pieces);  // the MoE half's backward comes first
-    if (!out.back().collective && !moe_pieces.front().collective) {
-      out.back().flops_share += moe_pieces.front().flops_share;
-      out.back().bytes_share += moe_pieces.front().bytes_share;
-      out.back().attention_share += moe_pieces.front().attention_share;
-      moe_pieces.erase(moe_pieces.begin());
-    }
-    out.insert(out.end(), moe_pieces.begin(), moe_pieces.end());
+  // An MoE block's halves back to back (the MoE half's backward first), the compute pieces
+  // where they meet as one unless the first runs beside a collective.
+  auto with_moe_half = [&](std::vector<TpPiece> attention) {
+    std::vector<TpPiece> out = forward ? std::move(attention) : moe_half(false);
+    const std::vector<TpPiece> rest = forward ? moe_half(true) : std::move(attention);
+    for (const TpPiece& p : rest) append_joined(out, p);
     return out;
   };
   if (!tp_) {  // context parallelism alone: only a block's attention half is split

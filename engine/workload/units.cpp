@@ -203,9 +203,9 @@ Unit moe_block_unit(const scenario::Scenario& s, const Unit& dense, scenario::Re
   for (int part = kMoePrePart; part < kBlockPartCount; ++part) moe_saved += k.saved[part];
   u.full_act_bytes =
       attention_activation_bytes(s, scenario::Recompute::none, elem, layout) + moe_saved;
-  u.act_bytes = recompute == scenario::Recompute::full
-                    ? attention_activation_bytes(s, recompute, elem, layout)
-                    : attention_activation_bytes(s, recompute, elem, layout) + moe_saved;
+  // Under full recomputation the block keeps its input alone (attention_activation_bytes's).
+  u.act_bytes = attention_activation_bytes(s, recompute, elem, layout) +
+                (recompute == scenario::Recompute::full ? 0.0 : moe_saved);
   switch (recompute) {
     case scenario::Recompute::full:
       u.recompute_flops = u.fwd_flops;

@@ -138,6 +138,7 @@ TEST(MoePlan, SharedExpertsRunBesideTheDispatch) {
   const auto p = plan::build_plan(s);
   // The first forward all-to-all of an MoE block and the shared experts' piece both wait for
   // the router's piece; the routed experts wait for both.
+  bool found = false;
   for (const auto& op : p.ops) {
     const auto* c = std::get_if<plan::Collective>(&op.payload);
     if (!c || c->kind != CollectiveKind::all_to_all) continue;
@@ -149,8 +150,10 @@ TEST(MoePlan, SharedExpertsRunBesideTheDispatch) {
       for (plan::OpId d : od) waiting += d == deps[0] ? 1 : 0;
     }
     EXPECT_EQ(waiting, 2);  // the all-to-all and the shared experts
+    found = true;
     break;
   }
+  EXPECT_TRUE(found) << "no all-to-all in the plan";
 }
 
 TEST(MoePlan, FoldedAndUnfoldedAgree) {

@@ -10,6 +10,7 @@
 #include "engine/scenario/expert_mesh.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "engine/workload/kernels.hpp"
+#include "engine/workload/tp_chain.hpp"
 #include "engine/workload/units.hpp"
 
 namespace stratagem::workload {
@@ -36,8 +37,10 @@ constexpr double n = 4096, h = 4096, f = 14336, E = 8, k = 2;
 const Kernel& find(const std::vector<Kernel>& kernels, const std::string& name) {
   const auto it = std::find_if(kernels.begin(), kernels.end(),
                                [&](const Kernel& kr) { return kr.name == name; });
-  EXPECT_NE(it, kernels.end()) << name;
-  return *it;
+  if (it != kernels.end()) return *it;
+  ADD_FAILURE() << "no kernel " << name;
+  static const Kernel none;
+  return none;
 }
 
 TEST(MoeUnits, EveryBlockOfMixtralIsAnMoeBlockWithAllItsParametersOnOneExpertRank) {
@@ -157,6 +160,37 @@ TEST(MoeUnits, Qwen3AttentionIsHeadsTimesHeadDimWideWithPerHeadNorms) {
   const Kernel& fc1 = find(kr.forward, "experts linear_fc1");
   EXPECT_DOUBLE_EQ(fc1.m, 2048);
   EXPECT_DOUBLE_EQ(fc1.flops, 16 * 2 * 2048 * (2 * 768) * hq);
+}
+
+// Under async TP the projection runs beside the attention's reduce-scatter; the MoE half's
+// norm and router need the reduced output, so they are a piece of their own after it.
+TEST(MoeUnits, UnderAsyncTpTheMoeHalfWaitsForTheReduceScatter) {
+  const scenario::Scenario s =
+      mixtral({{"dp", 4}, {"tp", 2}, {"sequence_parallel", true}, {"async_tp", true}, {"ep", 4}});
+  const TpChains chains(s);
+  const std::vector<TpPiece>& c = chains.chain(1, false, true);
+  std::size_t rs = c.size();
+  for (std::size_t k = 0; k < c.size(); ++k) {
+    if (c[k].collective && c[k].alongside && c[k].kind == CollectiveKind::reduce_scatter) {
+      rs = k;
+      break;
+    }
+  }
+  ASSERT_LT(rs + 3, c.size());
+  EXPECT_FALSE(c[rs + 1].collective);  // the projection, beside the reduce-scatter
+  EXPECT_FALSE(c[rs + 2].collective);  // norm, router, permutation: after both
+  EXPECT_GT(c[rs + 2].flops_share, 0.0);
+  EXPECT_TRUE(c[rs + 3].collective);
+  EXPECT_EQ(c[rs + 3].kind, CollectiveKind::all_to_all);
+  EXPECT_EQ(c[rs + 3].group, PieceGroup::ep);
+  // The shares of the chain's compute pieces add up to the block's work.
+  double flops = 0, bytes = 0;
+  for (const TpPiece& p : c) {
+    flops += p.collective ? 0 : p.flops_share;
+    bytes += p.collective ? 0 : p.bytes_share;
+  }
+  EXPECT_NEAR(flops, 1.0, 1e-12);
+  EXPECT_NEAR(bytes, 1.0, 1e-12);
 }
 
 }  // namespace
