@@ -123,10 +123,14 @@ units::Seconds MeasuredUnitsModel::duration(const plan::Compute& op) const {
     return t;
   };
   // A piece of a unit's TP chain: the unit's measured time × the piece's roofline share.
+  const bool backward_pass = op.phase == plan::Phase::backward ||
+                             op.phase == plan::Phase::backward_input ||
+                             op.phase == plan::Phase::backward_weight;
   const bool piece = op.phase == plan::Phase::forward || op.phase == plan::Phase::backward ||
+                     op.phase == plan::Phase::backward_input ||
                      (op.phase == plan::Phase::recompute && tp_ && tp_->full_recompute);
   if (tp_ && piece && op.unit_end == op.unit_begin + 1) {
-    const bool forward = op.phase != plan::Phase::backward;
+    const bool forward = !backward_pass;
     const int u = op.unit_begin;
     const int kind = u == 0 ? 0 : (u == head_unit_ ? 2 : 1);
     const double total = tp_->roofline_s[kind][forward ? 1 : 0];
@@ -138,6 +142,17 @@ units::Seconds MeasuredUnitsModel::duration(const plan::Compute& op) const {
       return sum(true);
     case plan::Phase::backward:
       return sum(false);
+    case plan::Phase::backward_input:
+    case plan::Phase::backward_weight: {
+      // A zero-bubble pass: its share of the units' measured backward.
+      const bool weight = op.phase == plan::Phase::backward_weight;
+      double t = 0;
+      for (int u = op.unit_begin; u < op.unit_end; ++u) {
+        const double w = weight_share_[u == 0 ? 0 : (u == head_unit_ ? 2 : 1)];
+        t += measured(u, false) * (weight ? w : 1.0 - w);
+      }
+      return t;
+    }
     case plan::Phase::recompute: {
       // A full recompute reruns the block's forward; selective only the attention core.
       const plan::Compute full = [&] {

@@ -90,9 +90,13 @@ class MeasuredUnitsModel final : public ComputeModel {
         fallback_(std::move(fallback)),
         tp_(std::move(tp)) {}
   units::Seconds duration(const plan::Compute& op) const override;
+  /// Zero-bubble schedules: the W pass's share of a unit's measured backward, by unit kind
+  /// (embedding, block, head); the B pass takes the rest.
+  void set_weight_share(std::array<double, 3> share) { weight_share_ = share; }
 
  private:
   double measured(int unit, bool forward) const;
+  std::array<double, 3> weight_share_{};
   scenario::MeasuredUnits units_;
   int head_unit_;
   RooflineModel fallback_;

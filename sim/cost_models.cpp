@@ -47,8 +47,24 @@ CostModels make_cost_models(const scenario::Scenario& s, const CostOptions& opti
   if (measured != c.gpu.measured_units.end() && s.strategy.cp == 1) {
     std::optional<TpChainRoofline> tp;
     if (s.strategy.tp > 1) tp = tp_chain_roofline(s, roofline);
-    m.compute = std::make_shared<MeasuredUnitsModel>(
+    std::array<double, 3> weight_share{};
+    if (scenario::splits_backward(s.strategy.schedule)) {
+      // Each unit kind's W pass over its B and W passes, on the roofline.
+      const auto units = workload::make_units(s);
+      const int of_kind[3] = {0, 1, static_cast<int>(units.size()) - 1};
+      for (int kind = 0; kind < 3; ++kind) {
+        const int u = of_kind[kind];
+        const double w = roofline.duration(
+            workload::units_work(s.strategy, units, plan::Phase::backward_weight, u, u + 1));
+        const double b = roofline.duration(
+            workload::units_work(s.strategy, units, plan::Phase::backward_input, u, u + 1));
+        weight_share[kind] = w + b > 0 ? w / (w + b) : 0.0;
+      }
+    }
+    auto model = std::make_shared<MeasuredUnitsModel>(
         *measured, static_cast<int>(s.model.layers) + 1, std::move(roofline), std::move(tp));
+    model->set_weight_share(weight_share);
+    m.compute = std::move(model);
     m.compute_jitter_cv = measured->jitter_cv;
     m.rank_jitter_cv = measured->rank_cv;
   } else {

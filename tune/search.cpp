@@ -53,8 +53,13 @@ std::vector<scenario::Scenario> enumerate(const scenario::Scenario& base, const 
         const int dp = ranks / pp;
         std::vector<std::pair<Schedule, int>> schedules = {{Schedule::one_f_one_b, 1}};
         if (pp > 1) {
-          schedules = {
-              {Schedule::gpipe, 1}, {Schedule::one_f_one_b, 1}, {Schedule::interleaved, 2}};
+          // The zero-bubble schedules as PyTorch ships them (ZB-H1 and ZB-V; interleaved-zb
+          // only when asked for in a scenario).
+          schedules = {{Schedule::gpipe, 1},
+                       {Schedule::one_f_one_b, 1},
+                       {Schedule::interleaved, 2},
+                       {Schedule::zb_h1, 1},
+                       {Schedule::zbv, 2}};
         }
         // Sharding over one data-parallel replica shards nothing: with dp × cp 1 only `none`.
         const int replicas = dp * cp;
@@ -159,7 +164,10 @@ std::string strategy_label(const scenario::Scenario& s) {
   if (st.etp > 1) label += " (etp " + std::to_string(st.etp) + ")";
   if (st.pp > 1) {
     label += ", " + std::string(scenario::to_string(st.schedule));
-    if (st.schedule == scenario::Schedule::interleaved) label += " v" + std::to_string(st.chunks);
+    if (st.schedule == scenario::Schedule::interleaved ||
+        st.schedule == scenario::Schedule::interleaved_zb) {
+      label += " v" + std::to_string(st.chunks);
+    }
   }
   label += ", mbs " + std::to_string(st.micro_batch_size) + " × " + std::to_string(st.grad_accum);
   label += ", " + std::string(scenario::to_string(st.sharding));
@@ -235,6 +243,7 @@ double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels&
     }
     return t;
   };
+  const bool zero_bubble = scenario::splits_backward(st.schedule);
   double bound = 0, fill = 0, drain = 0;  // Σ F_j and Σ B_j over the stages ahead
   for (const auto& chunks : split) {
     double total = 0, first_forward = 0, last_backward = 0;
@@ -258,7 +267,8 @@ double step_time_lower_bound(const scenario::Scenario& s, const sim::CostModels&
         if (u == b) total -= m * (tp_time(u, false) - tp_time(u, false, true));
       }
     }
-    bound = std::max(bound, fill + total + drain);
+    // A zero-bubble stage's W passes may run while the stages before it drain: no drain term.
+    bound = std::max(bound, fill + total + (zero_bubble ? 0.0 : drain));
     fill += first_forward;
     drain += last_backward;
   }

@@ -62,7 +62,7 @@ scenario::Scenario with(const scenario::Scenario& base, int dp, int pp, scenario
   st.sequence_parallel = scenario::default_sequence_parallel(tp, s.training.seq_len);
   st.async_tp = st.async_tp && scenario::async_tp_allowed(st);
   st.schedule = schedule;
-  st.chunks = schedule == scenario::Schedule::interleaved ? 2 : 1;
+  st.chunks = scenario::multi_chunk(schedule) ? 2 : 1;
   st.sharding = sharding;
   st.offload_optimizer = scenario::Offload::none;
   // Keep the global batch: re-derive the micro-batches for the new data-parallel degree.
@@ -102,7 +102,7 @@ const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = {
       "base",   "ddp",   "zero1",  "zero2",       "zero3",   "fsdp", "shard_grad_op",
       "hybrid", "gpipe", "1f1b",   "interleaved", "offload", "tp",   "3d",
-      "cp",     "fp8",   "moe-ep", "moe-3d"};
+      "cp",     "fp8",   "moe-ep", "moe-3d",      "zb-h1",   "zbv"};
   return names;
 }
 
@@ -201,9 +201,11 @@ std::vector<Variant> make_variants(const scenario::Scenario& base,
         }
       } else {
         if (pp < 2) throw SpecError("strategy.pp", "no pipeline depth ≥ 2 divides the cluster");
-        const Schedule schedule = name == "gpipe"  ? Schedule::gpipe
-                                  : name == "1f1b" ? Schedule::one_f_one_b
-                                                   : Schedule::interleaved;
+        const Schedule schedule = name == "gpipe"   ? Schedule::gpipe
+                                  : name == "1f1b"  ? Schedule::one_f_one_b
+                                  : name == "zb-h1" ? Schedule::zb_h1
+                                  : name == "zbv"   ? Schedule::zbv
+                                                    : Schedule::interleaved;
         v.scenario = with(base, world / pp, pp, schedule, pipe_sharding);
       }
     } catch (const SpecError& e) {

@@ -94,13 +94,14 @@ MemoryReport estimate_memory(const scenario::Scenario& s) {
   // Each stage walks its schedule, one step per forward and backward item: bounded as the
   // planner bounds its plans (plan::kMaxPlanOps), so a scenario `sim` refuses at once is not
   // walked for a minute here (pp 65,536 × 65,536 micro-batches: 8.6e9 steps).
-  const double items = static_cast<double>(st.pp) * st.chunks * 2.0 * st.grad_accum;
+  const int per_microbatch = scenario::items_per_microbatch(st.schedule);
+  const double items = static_cast<double>(st.pp) * st.chunks * per_microbatch * st.grad_accum;
   if (items > plan::kMaxPlanOps) {
     throw SpecError(
         "strategy.grad_accum",
         "the memory estimate would walk about " + std::to_string(static_cast<long long>(items)) +
             " schedule items (pp " + std::to_string(st.pp) + " stages x " +
-            std::to_string(st.grad_accum) + " micro-batches x 2" +
+            std::to_string(st.grad_accum) + " micro-batches x " + std::to_string(per_microbatch) +
             (st.chunks > 1 ? " x " + std::to_string(st.chunks) + " chunks" : "") +
             "), more than the " + std::to_string(static_cast<long long>(plan::kMaxPlanOps)) +
             " a plan holds; use fewer micro-batches (a larger micro_batch_size)");

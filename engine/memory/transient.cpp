@@ -53,7 +53,8 @@ using MemoKey = std::tuple<double, double, bool, std::vector<int>>;
 
 class StageWalker {
  public:
-  explicit StageWalker(const StageTransientInput& in) : in_(in) {
+  explicit StageWalker(const StageTransientInput& in)
+      : in_(in), split_(scenario::splits_backward(in.schedule)) {
     const int chunks = in.chunks;
     closes_.resize(chunks);
     for (int c = 0; c < chunks; ++c) closes_[c].assign(in.chunk_units[c].size(), 0.0);
@@ -67,14 +68,18 @@ class StageWalker {
     summary_.resize(chunks);
     chunk_act_.assign(chunks, 0.0);
     chunk_gather_.assign(chunks, 0.0);
+    chunk_held_.assign(chunks, 0.0);
     for (int c = 0; c < chunks; ++c) {
       for (const UnitTransient& u : in.chunk_units[c]) {
         chunk_act_[c] += u.act;
         chunk_gather_[c] += u.gather;
+        if (split_ && in.recompute) chunk_held_[c] += u.recompute;
       }
       groups_[c][1] = per_unit_forward ? forward_units(c) : std::vector<OpGroup>{whole(c, true)};
       groups_[c][0] = per_unit_backward ? backward_units(c) : std::vector<OpGroup>{whole(c, false)};
-      for (int f = 0; f < 2; ++f) {
+      if (split_) groups_[c][2] = {weight_pass(c)};
+      for (int f = 0; f < kSlots; ++f) {
+        if (groups_[c][f].empty()) continue;
         ItemSummary& sum = summary_[c][f];
         for (const OpGroup& g : groups_[c][f]) {
           sum.gathers += g.gathers ? 1 : 0;
@@ -101,9 +106,11 @@ class StageWalker {
     // and kept gathers of earlier items add a constant to it. Without gathers or buckets
     // (every pipeline), (direction, chunk) alone decides: a table, no lookups.
     const bool carries = in_.params_sharded || in_.grads_sharded;
-    std::vector<std::array<Moment, 2>> plain(carries ? 0 : in_.chunks);
+    std::vector<std::array<Moment, kSlots>> plain(carries ? 0 : in_.chunks);
     for (int c = 0; c < static_cast<int>(plain.size()); ++c) {
-      for (int f = 0; f < 2; ++f) plain[c][f] = local_peak({f == 1, c, 0}, {}, {});
+      for (int f = 0; f < kSlots; ++f) {
+        if (!groups_[c][f].empty()) plain[c][f] = local_peak(item_of(c, f), {}, {});
+      }
     }
     std::map<MemoKey, Moment> memo;
     TransientPeak peak;
@@ -130,7 +137,7 @@ class StageWalker {
     };
     for (int i = 0; i < n; ++i) {
       const workload::ScheduleItem& item = order[i];
-      const Moment& local = carries ? memoised(i) : plain[item.chunk][item.forward ? 1 : 0];
+      const Moment& local = carries ? memoised(i) : plain[item.chunk][slot(item)];
       const double total = acts_before + kept_before + local.total();
       if (total > best) {
         best = total;
@@ -144,10 +151,12 @@ class StageWalker {
         acts_before += chunk_act_[c];
         if (keeps) kept_before += chunk_gather_[c];
         peak.max_in_flight = std::max(peak.max_in_flight, ++in_flight);
-      } else {
-        acts_before -= chunk_act_[c];
+      } else if (item.releases()) {
+        acts_before -= chunk_act_[c] + chunk_held_[c];
         if (keeps) kept_before -= chunk_gather_[c];
         --in_flight;
+      } else {
+        acts_before += chunk_held_[c];  // a B pass: what it rebuilt waits for the W pass
       }
       buckets = after_item(item, buckets);
     }
@@ -195,6 +204,8 @@ class StageWalker {
     return out;
   }
 
+  // A whole backward's ops, or (zero-bubble schedules) a B pass's: those free nothing, and
+  // what the recompute rebuilt stays for the W pass.
   std::vector<OpGroup> backward_units(int c) const {
     const auto& units = in_.chunk_units[c];
     const bool keeps = in_.params_sharded && !in_.reshard_after_forward;
@@ -202,8 +213,8 @@ class StageWalker {
     for (int k = static_cast<int>(units.size()) - 1; k >= 0; --k) {
       const UnitTransient& u = units[k];
       OpGroup g;
-      g.act_delta = -u.act;
       g.recompute = in_.recompute ? u.recompute : 0.0;
+      g.act_delta = split_ ? g.recompute : -u.act;
       g.gathers = in_.params_sharded && in_.reshard_after_forward;
       g.gather = u.gather;
       g.frees_kept = keeps ? u.gather : 0.0;
@@ -214,10 +225,17 @@ class StageWalker {
     return out;
   }
 
+  // A zero-bubble W pass: frees the chunk's activations and what its B pass rebuilt.
+  OpGroup weight_pass(int c) const {
+    OpGroup g;
+    g.act_delta = -(chunk_act_[c] + chunk_held_[c]);
+    return g;
+  }
+
   // One op for the whole chunk (parameters not sharded, no recomputation, one bucket).
   OpGroup whole(int c, bool forward) const {
     OpGroup g;
-    g.act_delta = forward ? chunk_act_[c] : -chunk_act_[c];
+    g.act_delta = forward ? chunk_act_[c] : split_ ? 0.0 : -chunk_act_[c];
     if (!forward && in_.grads_sharded) {
       for (std::size_t k = 0; k < in_.chunk_units[c].size(); ++k) {
         g.stages += in_.chunk_units[c][k].bucket;
@@ -227,16 +245,27 @@ class StageWalker {
     return g;
   }
 
-  const std::vector<OpGroup>& groups(const workload::ScheduleItem& item) const {
-    return groups_[item.chunk][item.forward ? 1 : 0];
+  // Where an item's ops are kept: [chunk][slot], slot 1 a forward, 0 a backward or B pass,
+  // 2 a W pass.
+  static constexpr int kSlots = 3;
+  static int slot(const workload::ScheduleItem& item) {
+    return item.forward ? 1 : item.pass == workload::BackwardPass::weight ? 2 : 0;
+  }
+  workload::ScheduleItem item_of(int chunk, int slot) const {
+    return {slot == 1, chunk, 0,
+            slot == 2 ? workload::BackwardPass::weight
+            : split_  ? workload::BackwardPass::input
+                      : workload::BackwardPass::full};
   }
 
-  static int code(const workload::ScheduleItem& item) {
-    return item.chunk * 2 + (item.forward ? 1 : 0);
+  const std::vector<OpGroup>& groups(const workload::ScheduleItem& item) const {
+    return groups_[item.chunk][slot(item)];
   }
+
+  static int code(const workload::ScheduleItem& item) { return item.chunk * kSlots + slot(item); }
 
   const ItemSummary& summary(const workload::ScheduleItem& item) const {
-    return summary_[item.chunk][item.forward ? 1 : 0];
+    return summary_[item.chunk][slot(item)];
   }
 
   int gather_count(const workload::ScheduleItem& item) const { return summary(item).gathers; }
@@ -309,10 +338,13 @@ class StageWalker {
   }
 
   const StageTransientInput& in_;
-  std::vector<std::array<std::vector<OpGroup>, 2>> groups_;  // [chunk][forward]
-  std::vector<std::array<ItemSummary, 2>> summary_;          // [chunk][forward]
-  std::vector<std::vector<double>> closes_;                  // [chunk][unit]
+  const bool split_;  ///< zero-bubble: backward items are B and W passes
+  std::vector<std::array<std::vector<OpGroup>, kSlots>> groups_;  // [chunk][slot]
+  std::vector<std::array<ItemSummary, kSlots>> summary_;          // [chunk][slot]
+  std::vector<std::vector<double>> closes_;                       // [chunk][unit]
   std::vector<double> chunk_act_, chunk_gather_;
+  /// What a chunk's B pass rebuilds (recomputation) and its W pass frees.
+  std::vector<double> chunk_held_;
 };
 
 }  // namespace

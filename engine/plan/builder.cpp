@@ -66,7 +66,7 @@ double estimated_ops(const scenario::Scenario& s, bool fold) {
   const double per_item = sharded || recompute || st.tp > 1 || dispatched
                               ? units * ((recompute ? 2 : 1) * chain + (sharded ? 2 : 0))
                               : 3;
-  return built * st.grad_accum * st.chunks * 2 * per_item;
+  return built * st.grad_accum * st.chunks * scenario::items_per_microbatch(st.schedule) * per_item;
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ class GradientSync {
     const double pc = ctx_.compute_bytes();
     if (ctx_.syncs_grads(d_.rank)) {
       for (Step& s : d_.steps) {
-        if (s.phase != Phase::backward) continue;
+        // Gradients are final after a backward, or a zero-bubble schedule's W pass.
+        if (s.phase != Phase::backward && s.phase != Phase::backward_weight) continue;
         if (shard_grads_) {
           add_effect(
               d_, s,

@@ -116,7 +116,8 @@ void make_groups(BuildContext& ctx) {
     } else {
       ctx.shard_group[r] = dp;
     }
-    if (ctx.scenario.model.tied_embeddings && st.pp > 1 && (c.stage == 0 || c.stage == st.pp - 1)) {
+    if (ctx.scenario.model.tied_embeddings && st.ends_apart() &&
+        (c.stage == 0 || c.stage == st.pp - 1)) {
       ctx.tied_group[r] = ctx.add_group(
           {L.rank_of(0, c.dp, c.tp, c.cp), L.rank_of(st.pp - 1, c.dp, c.tp, c.cp)},
           "tied(dp " + std::to_string(c.dp) + suffix(L, c.tp) + cp_suffix(L, c.cp) + ")");

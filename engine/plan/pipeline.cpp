@@ -1,5 +1,7 @@
 #include "engine/plan/pipeline.hpp"
 
+#include "engine/workload/schedule.hpp"
+
 namespace stratagem::plan {
 
 int pipeline_gather(const scenario::Scenario& s) {
@@ -26,10 +28,18 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
   const int stage = d.stage;
   const auto& c = L.coords[d.rank];
   const int last_vs = st.pp * st.chunks - 1;
-  const int prev_rank = L.rank_of((stage - 1 + st.pp) % st.pp, c.dp, c.tp, c.cp);
-  const int next_rank = L.rank_of((stage + 1) % st.pp, c.dp, c.tp, c.cp);
   const double bytes = activation_message_bytes(ctx.scenario);
   const int gather = pipeline_gather(ctx.scenario);
+  // The rank and chunk that run virtual stage `vs`; a neighbour on this rank (zbv's turn at
+  // the bottom of the V) hands its tensor over without a message.
+  struct Peer {
+    int rank = -1;
+    int chunk = 0;
+  };
+  auto peer = [&](int vs) {
+    const auto [peer_stage, chunk] = workload::stage_chunk(st.schedule, st.pp, vs);
+    return peer_stage == stage ? Peer{} : Peer{L.rank_of(peer_stage, c.dp, c.tp, c.cp), chunk};
+  };
   auto p2p = [&](bool send, int peer, bool gradient, int chunk, int mb) {
     P2P p;
     p.send = send;
@@ -44,32 +54,26 @@ void add_pipeline_transfers(const BuildContext& ctx, RankDraft& d) {
   DraftRef recv = kNoDraft;
   for (std::size_t k = 0; k < d.steps.size(); ++k) {
     Step& s = d.steps[k];
+    if (s.phase == Phase::backward_weight) continue;  // W passes send and receive nothing
     const bool forward = s.phase == Phase::forward;
-    const int vs = s.chunk * st.pp + stage;
-    const bool has_input = forward ? vs > 0 : vs < last_vs;
+    const int vs = workload::virtual_stage(st.schedule, st.pp, stage, s.chunk);
+    const Peer from =
+        forward ? (vs > 0 ? peer(vs - 1) : Peer{}) : (vs < last_vs ? peer(vs + 1) : Peer{});
     if (s.first_of_item && (k == 0 || d.steps[k - 1].item != s.item)) {
       recv = kNoDraft;
-      if (has_input) {
+      if (from.rank >= 0) {
         const DraftRef before = k == 0 ? kNoDraft : d.steps[k - 1].last();
         recv =
-            forward
-                ? d.add(Stream::p2p,
-                        p2p(false, prev_rank, false, s.chunk - (stage == 0 ? 1 : 0), s.microbatch),
-                        {before})
-                : d.add(Stream::p2p,
-                        p2p(false, next_rank, true, s.chunk + (stage == st.pp - 1 ? 1 : 0),
-                            s.microbatch),
-                        {before});
+            d.add(Stream::p2p, p2p(false, from.rank, !forward, from.chunk, s.microbatch), {before});
         s.before[static_cast<int>(Anchor::p2p)].push_back(recv);
       }
     }
     if (s.first_of_item && recv != kNoDraft) add_dep(d, s, recv);
-    const bool has_output = forward ? vs < last_vs : vs > 0;
-    if (s.last_of_item && has_output) {
+    const Peer to =
+        forward ? (vs < last_vs ? peer(vs + 1) : Peer{}) : (vs > 0 ? peer(vs - 1) : Peer{});
+    if (s.last_of_item && to.rank >= 0) {
       const DraftRef send =
-          forward
-              ? d.add(Stream::p2p, p2p(true, next_rank, false, s.chunk, s.microbatch), {s.last()})
-              : d.add(Stream::p2p, p2p(true, prev_rank, true, s.chunk, s.microbatch), {s.last()});
+          d.add(Stream::p2p, p2p(true, to.rank, !forward, s.chunk, s.microbatch), {s.last()});
       s.after[static_cast<int>(Anchor::p2p)].push_back(send);
     }
   }

@@ -52,12 +52,33 @@ void build_steps(const BuildContext& ctx, RankDraft& d, const workload::Granular
                    {{TensorClass::activations, L.units[u].act_bytes, true}});
         }
       }
+    } else if (it.pass == workload::BackwardPass::weight) {
+      // A zero-bubble W pass: the weight gradients of the chunk's units, which release the
+      // activations the B pass left for them; one op, or one per unit when the last
+      // micro-batch's gradients are synced unit by unit.
+      const bool per_unit = it.microbatch == st.grad_accum - 1 && g.per_unit_backward_sync;
+      auto released = [&](int a, int b) { return ctx.units_act(a, b, recompute); };
+      if (!per_unit) {
+        add_step(Phase::backward_weight, i, it, u0, u1, true, true,
+                 {{TensorClass::activations, -released(u0, u1), true}});
+      } else {
+        for (int u = u1 - 1; u >= u0; --u) {
+          add_step(Phase::backward_weight, i, it, u, u + 1, u == u1 - 1, true,
+                   {{TensorClass::activations, -released(u, u + 1), true}});
+        }
+      }
     } else {
       const bool syncs = it.microbatch == st.grad_accum - 1;
-      const bool per_unit = syncs ? g.per_unit_backward_sync : g.per_unit_backward;
+      // A zero-bubble B pass keeps the activations for its W pass; a whole backward releases
+      // them.
+      const bool input = it.pass == workload::BackwardPass::input;
+      const Phase phase = input ? Phase::backward_input : Phase::backward;
+      const bool per_unit = syncs && !input ? g.per_unit_backward_sync : g.per_unit_backward;
       if (!per_unit) {
-        add_step(Phase::backward, i, it, u0, u1, true, true,
-                 {{TensorClass::activations, -ctx.units_act(u0, u1, false), true}});
+        std::vector<MemEffect> effects;
+        if (!input)
+          effects.push_back({TensorClass::activations, -ctx.units_act(u0, u1, false), true});
+        add_step(phase, i, it, u0, u1, true, true, std::move(effects));
       } else {
         for (int u = u1 - 1; u >= u0; --u) {
           const Unit& unit = L.units[u];
@@ -65,9 +86,12 @@ void build_steps(const BuildContext& ctx, RankDraft& d, const workload::Granular
             add_step(Phase::recompute, i, it, u, u + 1, u == u1 - 1, true,
                      {{TensorClass::activations, unit.full_act_bytes - unit.act_bytes, false}});
           }
-          add_step(Phase::backward, i, it, u, u + 1, u == u1 - 1, true,
-                   {{TensorClass::activations, -(recompute ? unit.full_act_bytes : unit.act_bytes),
-                     true}});
+          std::vector<MemEffect> effects;
+          if (!input) {
+            effects.push_back({TensorClass::activations,
+                               -(recompute ? unit.full_act_bytes : unit.act_bytes), true});
+          }
+          add_step(phase, i, it, u, u + 1, u == u1 - 1, true, std::move(effects));
         }
       }
     }

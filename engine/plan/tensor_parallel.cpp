@@ -24,7 +24,7 @@ class TensorParallel {
     std::size_t pieces = d_.ops.size();
     for (const Step& s : d_.steps) {
       for (int u = s.unit_begin; u < s.unit_end; ++u) {
-        pieces += chains_.chain(u, u == last_unit(), s.phase != Phase::backward).size();
+        pieces += chains_.chain(u, u == last_unit(), forward_chain(s.phase)).size();
       }
     }
     d_.ops.reserve(pieces);
@@ -38,6 +38,9 @@ class TensorParallel {
           scenario::effective_recompute(ctx_.strategy()) != scenario::Recompute::full) {
         continue;  // selective: the attention core alone, all local
       }
+      // A zero-bubble W pass: the weight-gradient GEMMs, on inputs and output gradients the
+      // B pass already has (its chain gathered and reduced them), all local.
+      if (s.phase == Phase::backward_weight) continue;
       const DraftRef head = s.first();
       split(s);
       end_of[head] = s.last();
@@ -47,7 +50,7 @@ class TensorParallel {
  private:
   void split(Step& s) {
     const DraftRef head = s.first();
-    const bool forward = s.phase != Phase::backward;
+    const bool forward = forward_chain(s.phase);
     auto& chain = chain_;  // reused from step to step (its storage kept)
     chain.clear();
     auto& links = links_;
@@ -116,6 +119,9 @@ class TensorParallel {
     s.body = std::move(body);
     for (const MemEffect& e : effects) add_effect(d_, s, e);
   }
+
+  // Forward and recompute steps run a unit's forward chain; backward and B steps its backward.
+  static bool forward_chain(Phase p) { return p == Phase::forward || p == Phase::recompute; }
 
   int last_unit() const { return static_cast<int>(ctx_.layout().units.size()) - 1; }
 

@@ -393,7 +393,7 @@ Executor::Executor(const plan::StepPlan& plan, int rank, comm::Communicator& com
       options_(std::move(options)),
       device_(device) {
   const auto& sc = plan.scenario;
-  const bool head_copy = sc.model.tied_embeddings && sc.strategy.pp > 1;
+  const bool head_copy = sc.model.tied_embeddings && sc.strategy.ends_apart();
   const auto& coord = plan.layout.coords.at(rank);
   units_ = std::make_unique<GptUnits>(sc.model, sc.training.seq_len, head_copy,
                                       Numerics::of(sc.strategy, device), device,

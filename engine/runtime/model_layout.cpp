@@ -150,6 +150,13 @@ void check_runtime_strategy(const scenario::StrategySpec& st) {
                     "torchtitan's per-op policy (selective-op); simulate it, or run with "
                     "'selective' or 'full'");
   }
+  if (scenario::splits_backward(st.schedule)) {
+    throw SpecError("strategy.schedule",
+                    std::string("the real runtime runs gpipe, 1f1b and interleaved; the ") +
+                        scenario::to_string(st.schedule) +
+                        " schedule (backward split into input and weight gradients) is "
+                        "simulated only: use `stratagem sim`, `memory` or `compare`");
+  }
   if (st.precision == scenario::Precision::fp8) {
     throw SpecError("strategy.mixed_precision",
                     "the real runtime has no fp8 GEMMs (Transformer Engine or torchao float8 on "

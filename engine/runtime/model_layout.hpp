@@ -72,7 +72,8 @@ struct UnitLayout {
 /// {"params": P} form (no shape), token-type embeddings, poolers.
 void check_runtime_model(const scenario::ModelSpec& model);
 
-/// Throws SpecError for strategies the runtime does not execute: context parallelism, fp8.
+/// Throws SpecError for strategies the runtime does not execute: context parallelism, fp8,
+/// torchtitan's per-op recomputation, the zero-bubble schedules.
 void check_runtime_strategy(const scenario::StrategySpec& strategy);
 
 /// Units 0..L+1 of one TP rank. `head_owns_embedding_copy`: tied embeddings split over a

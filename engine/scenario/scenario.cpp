@@ -1,5 +1,6 @@
 #include "engine/scenario/scenario.hpp"
 
+#include <algorithm>
 #include <filesystem>
 
 #include "engine/scenario/error.hpp"
@@ -118,7 +119,11 @@ void validate_rules(Scenario& s) {
     throw SpecError("strategy.pp", "pp = " + str(st.pp) + " exceeds the model's " +
                                        str(s.model.layers) + " layers");
   }
-  if (st.schedule == Schedule::interleaved) {
+  if (splits_backward(st.schedule) && st.pp < 2) {
+    throw SpecError("strategy.schedule",
+                    std::string("the ") + to_string(st.schedule) + " schedule needs pp >= 2");
+  }
+  if (multi_chunk(st.schedule)) {
     if (st.pp < 2) throw SpecError("strategy.schedule", "the interleaved schedule needs pp >= 2");
     // Megatron divides the layers, with the embedding and loss where they count as layers.
     const std::int64_t layers = st.split_layers(s.model.layers);
@@ -171,6 +176,17 @@ void validate_rules(Scenario& s) {
     throw SpecError("strategy.grad_accum", "the interleaved schedule needs the micro-batches (" +
                                                str(st.grad_accum) + ") to be a multiple of pp (" +
                                                str(st.pp) + "), as in Megatron-LM");
+  }
+  if (st.schedule == Schedule::interleaved_zb) {
+    // PyTorch's ScheduleInterleavedZeroBubble: max(1, m / pp) rounds must divide m.
+    const int rounds = std::max(1, st.grad_accum / st.pp);
+    if (st.grad_accum % rounds != 0) {
+      throw SpecError("strategy.grad_accum",
+                      "the interleaved-zb schedule runs the micro-batches (" + str(st.grad_accum) +
+                          ") in max(1, m / pp) = " + str(rounds) +
+                          " rounds, which must divide them (as PyTorch's "
+                          "ScheduleInterleavedZeroBubble)");
+    }
   }
   if (st.pp > 1 && (shards_gradients(st.sharding))) {
     throw SpecError("strategy.sharding",

@@ -13,6 +13,12 @@ const char* to_string(Schedule s) {
       return "1f1b";
     case Schedule::interleaved:
       return "interleaved";
+    case Schedule::zb_h1:
+      return "zb-h1";
+    case Schedule::interleaved_zb:
+      return "interleaved-zb";
+    case Schedule::zbv:
+      return "zbv";
   }
   return "?";
 }
@@ -262,17 +268,25 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
                     "context parallelism runs ring attention in the fused kernel (Megatron-LM's "
                     "CP needs Transformer Engine's flash/fused attention); use attention 'flash'");
   }
-  const std::string schedule = r.choice_or("schedule", "1f1b", {"gpipe", "1f1b", "interleaved"});
-  s.schedule = schedule == "gpipe"         ? Schedule::gpipe
-               : schedule == "interleaved" ? Schedule::interleaved
-                                           : Schedule::one_f_one_b;
-  s.chunks = static_cast<int>(
-      r.integer_or("chunks", s.schedule == Schedule::interleaved ? 2 : 1, 1, 1024));
-  if (s.schedule != Schedule::interleaved && s.chunks != 1) {
-    throw SpecError(r.child_path("chunks"), "chunks > 1 needs schedule 'interleaved'");
+  const std::string schedule = r.choice_or(
+      "schedule", "1f1b", {"gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zbv"});
+  s.schedule = schedule == "gpipe"            ? Schedule::gpipe
+               : schedule == "interleaved"    ? Schedule::interleaved
+               : schedule == "zb-h1"          ? Schedule::zb_h1
+               : schedule == "interleaved-zb" ? Schedule::interleaved_zb
+               : schedule == "zbv"            ? Schedule::zbv
+                                              : Schedule::one_f_one_b;
+  s.chunks = static_cast<int>(r.integer_or("chunks", multi_chunk(s.schedule) ? 2 : 1, 1, 1024));
+  if (!multi_chunk(s.schedule) && s.chunks != 1) {
+    throw SpecError(r.child_path("chunks"),
+                    "chunks > 1 needs schedule 'interleaved' or 'interleaved-zb'");
   }
-  if (s.schedule == Schedule::interleaved && s.chunks < 2) {
-    throw SpecError(r.child_path("chunks"), "the interleaved schedule needs chunks >= 2");
+  if (s.schedule == Schedule::zbv && s.chunks != 2) {
+    throw SpecError(r.child_path("chunks"),
+                    "the zbv schedule runs exactly 2 chunks per rank (a V: stages r and 2·pp−1−r)");
+  }
+  if (multi_chunk(s.schedule) && s.chunks < 2) {
+    throw SpecError(r.child_path("chunks"), "the " + schedule + " schedule needs chunks >= 2");
   }
   s.embedding_as_layer = r.boolean_or("account_for_embedding_in_pipeline_split", false);
   s.loss_as_layer = r.boolean_or("account_for_loss_in_pipeline_split", false);
@@ -398,7 +412,7 @@ nlohmann::json to_json(const StrategySpec& s) {
                       {"offload_optimizer", s.offload_optimizer == Offload::cpu ? "cpu" : "none"},
                       {"prefetch", s.prefetch},
                       {"master_weights", s.master_weights}};
-  if (s.schedule == Schedule::interleaved) j["chunks"] = s.chunks;
+  if (multi_chunk(s.schedule)) j["chunks"] = s.chunks;
   if (s.embedding_as_layer) j["account_for_embedding_in_pipeline_split"] = true;
   if (s.loss_as_layer) j["account_for_loss_in_pipeline_split"] = true;
   if (s.tp > 1) j["tp"] = s.tp;

@@ -12,7 +12,25 @@
 
 namespace stratagem::scenario {
 
-enum class Schedule { gpipe, one_f_one_b, interleaved };
+/// Pipeline schedules (workload/schedule.hpp has each one's source). The zero-bubble ones
+/// split each backward into its input gradient (B, on the critical path) and its weight
+/// gradient (W, deferred into the bubbles), Qi et al., ICLR 2024, as PyTorch's
+/// torch.distributed.pipelining runs them: `zb_h1` (ScheduleInterleavedZeroBubble with one
+/// stage per rank: the paper's ZB-H1), `interleaved_zb` (the same with `chunks` stages per
+/// rank, looped), `zbv` (ScheduleZBVZeroBubble: two stages per rank in a V).
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, interleaved_zb, zbv };
+/// The schedule splits backward into input- and weight-gradient passes.
+inline bool splits_backward(Schedule s) {
+  return s == Schedule::zb_h1 || s == Schedule::interleaved_zb || s == Schedule::zbv;
+}
+/// Schedule items per (chunk, micro-batch): forward and backward, or forward, B and W.
+inline int items_per_microbatch(Schedule s) {
+  return splits_backward(s) ? 3 : 2;
+}
+/// The schedule runs several model chunks (virtual stages) per rank.
+inline bool multi_chunk(Schedule s) {
+  return s == Schedule::interleaved || s == Schedule::interleaved_zb || s == Schedule::zbv;
+}
 /// ZeRO stages and FSDP sharding strategies. FSDP's NO_SHARD is `none` (DDP).
 enum class Sharding {
   none,
@@ -95,7 +113,7 @@ struct StrategySpec {
   Attention attention = Attention::flash;
   AttentionKernel attention_kernel = AttentionKernel::fa2;
   Schedule schedule = Schedule::one_f_one_b;
-  int chunks = 1;  ///< virtual stages per rank (interleaved)
+  int chunks = 1;  ///< virtual stages per rank (interleaved, interleaved-zb; zbv: 2)
   /// Megatron-LM's account_for_embedding_in_pipeline_split / account_for_loss_in_pipeline_split:
   /// the embedding (the LM head and loss) counts as one transformer layer when the layers are
   /// divided over the (virtual) pipeline stages, so the first (last) stage holds one block fewer.
@@ -105,6 +123,10 @@ struct StrategySpec {
   std::int64_t split_layers(std::int64_t blocks) const {
     return blocks + (embedding_as_layer ? 1 : 0) + (loss_as_layer ? 1 : 0);
   }
+  /// The embedding and the LM head run on different pipeline ranks: pp > 1 but zbv, whose V
+  /// puts both on rank 0. A tied model's head then keeps its own copy of the word table and
+  /// syncs its gradient with the first stage (Megatron).
+  bool ends_apart() const { return pp > 1 && schedule != Schedule::zbv; }
   int micro_batch_size = 1;
   int grad_accum = 1;  ///< micro-batches per optimizer step per pipeline
   Sharding sharding = Sharding::none;

@@ -32,6 +32,7 @@ int BlockGraphs::linear_backward(const std::string& name, int dy, double rows, d
   const double dw_bytes = megatron() ? 8.0 : x_.e;
   const int dw_raw = t(b_, count * k * n, dw_bytes);
   b_.gemm(name + " wgrad", n, k, rows, x_.dtype, g_wgrad, xin, dw_raw, count);
+  b_.weight_gradient();
   rescale(name + " wgrad", dw_raw, count * k * n, dw_bytes);
   return dx;
 }

@@ -212,6 +212,7 @@ int BlockGraphs::moe_backward(int gout) {
   b_.gemm(megatron() ? "router dgrad" : "gate dgrad", n, h, m.experts, rdt, dlogits, gate, drouter);
   b_.gemm(megatron() ? "router wgrad" : "gate wgrad", m.experts, h, n, rdt, dlogits, hn,
           t(b_, m.experts * h, megatron() ? 8.0 : e));
+  b_.weight_gradient();
   int dhn = accumulate("accumulate grad (router, experts)", dperm, drouter, n * h, e);
   if (dshared >= 0) dhn = accumulate("accumulate grad (shared experts)", dhn, dshared, n * h, e);
   const int dh1n = norm_backward(megatron() ? "pre_mlp_layernorm" : "ffn_norm", dhn);

@@ -32,6 +32,8 @@ struct Kernel {
   double head_dim = 0, seq = 0;
   bool causal = false;
   bool backward = false;
+  /// A GEMM computing a weight's gradient (dyᵀ·x): what a zero-bubble schedule's W pass runs.
+  bool weight_gradient = false;
   /// Which part of its block the kernel belongs to (kernels.hpp BlockPart), for the plan's
   /// chains that communicate between parts.
   int part = 0;
@@ -52,6 +54,8 @@ class OpGraph {
   /// grouped GEMM of that many such products in one launch (`a`, `b`, `c` all of them).
   void gemm(std::string name, double m, double n, double k, scenario::DType dtype, int a, int b,
             int c, double count = 1);
+  /// Marks the GEMM added last as a weight-gradient GEMM (Kernel::weight_gradient).
+  void weight_gradient() { nodes_.back().kernel.weight_gradient = true; }
   /// A fused attention kernel (`k` gives its FLOPs and shape; bytes are its tensors').
   void attention(Kernel k, std::vector<int> in, std::vector<int> out);
   /// The tensor outlives the graph (saved for backward, the block's output, sent to another

@@ -1,10 +1,13 @@
 #include "engine/workload/stages.hpp"
 
+#include "engine/workload/schedule.hpp"
+
 namespace stratagem::workload {
 
 std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, int chunks,
                                                            bool embedding_as_layer,
-                                                           bool loss_as_layer) {
+                                                           bool loss_as_layer,
+                                                           scenario::Schedule schedule) {
   const int virtual_stages = pp * chunks;
   const int lead = embedding_as_layer ? 1 : 0, trail = loss_as_layer ? 1 : 0;
   const int slots = layers + lead + trail;  // what is divided: blocks and counted ends
@@ -23,7 +26,8 @@ std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, i
     next_block = end;
     if (vs == 0) begin = 0;                          // the embedding goes first
     if (vs == virtual_stages - 1) end = layers + 2;  // the head goes last
-    out[vs % pp][vs / pp] = {begin, end};
+    const auto [stage, chunk] = stage_chunk(schedule, pp, vs);
+    out[stage][chunk] = {begin, end};
   }
   return out;
 }
@@ -31,7 +35,7 @@ std::vector<std::vector<std::pair<int, int>>> split_stages(int layers, int pp, i
 std::vector<std::vector<std::pair<int, int>>> split_stages(std::int64_t layers,
                                                            const scenario::StrategySpec& st) {
   return split_stages(static_cast<int>(layers), st.pp, st.chunks, st.embedding_as_layer,
-                      st.loss_as_layer);
+                      st.loss_as_layer, st.schedule);
 }
 
 }  // namespace stratagem::workload

@@ -38,6 +38,8 @@ std::vector<Unit> make_measured_units(const scenario::Scenario& s, double elem) 
       out.recompute_flops = out.fwd_flops;
     }
     out.gemm_dim = out.fwd_flops > 0 ? gemm : 0.0;
+    // A measured unit's FLOPs are its linear layers': their weight gradients do as many.
+    out.wgrad_flops = out.fwd_flops;
     return out;
   };
   std::vector<Unit> units;
@@ -105,24 +107,68 @@ GemmMixPtr backward_mix(const std::vector<std::array<double, 3>>& gemms, bool wi
   return gemm_mix(std::move(mix));
 }
 
+// The input-gradient (dgrad) half of backward_mix.
+GemmMixPtr input_mix(const std::vector<std::array<double, 3>>& gemms, bool wide) {
+  GemmMix mix;
+  for (const auto& [m, n, k] : gemms) mix.push_back({m, k, n, 2.0 * m * n * k, wide});
+  return gemm_mix(std::move(mix));
+}
+
+// The weight gradients of linear layers run as {m, n, k} forward GEMMs: their FLOPs, operand
+// bytes (the same three matrices as the forward's), launches and shapes.
+void take_weight_gradients(Unit& u, const std::vector<std::array<double, 3>>& gemms, bool wide,
+                           double elem) {
+  GemmMix mix;
+  for (const auto& [m, n, k] : gemms) {
+    u.wgrad_flops += 2.0 * m * n * k;
+    u.wgrad_gemm_bytes += gemm_io_bytes(m, n, k, elem);
+    ++u.wgrad_launches;
+    mix.push_back({k, n, m, 2.0 * m * n * k, wide});
+  }
+  u.wgrad_gemms = gemm_mix(std::move(mix));
+  u.input_gemms = input_mix(gemms, wide);
+}
+
 // The GEMM mix of `unit` for `phase` (forward, backward or recompute).
 const GemmMixPtr& phase_mix(const Unit& unit, Phase phase) {
-  return phase == Phase::forward    ? unit.fwd_gemms
-         : phase == Phase::backward ? unit.bwd_gemms
-                                    : unit.recompute_gemms;
+  switch (phase) {
+    case Phase::forward:
+      return unit.fwd_gemms;
+    case Phase::backward:
+      return unit.bwd_gemms;
+    case Phase::backward_input:
+      return unit.input_gemms;
+    case Phase::backward_weight:
+      return unit.wgrad_gemms;
+    default:
+      return unit.recompute_gemms;
+  }
+}
+
+// The GEMM FLOPs `unit` runs in `phase` (forward, a backward pass or recompute).
+double phase_gemm_flops(const Unit& unit, Phase phase) {
+  switch (phase) {
+    case Phase::forward:
+      return unit.fwd_flops;
+    case Phase::backward:
+      return 2.0 * unit.fwd_flops;
+    case Phase::backward_input:
+      return 2.0 * unit.fwd_flops - unit.wgrad_flops;
+    case Phase::backward_weight:
+      return unit.wgrad_flops;
+    default:
+      return unit.recompute_flops;
+  }
 }
 
 // The mix of an op over units [u0, u1): the units' own mix when they share one (a run of
 // blocks), else their mixes merged; null when a unit with GEMMs in this phase has none.
 GemmMixPtr op_mix(const std::vector<Unit>& units, Phase phase, int u0, int u1) {
-  if (phase != Phase::forward && phase != Phase::backward && phase != Phase::recompute) {
-    return nullptr;
-  }
+  if (phase == Phase::optimizer || phase == Phase::loss_scale_check) return nullptr;
   std::vector<std::pair<GemmMixPtr, int>> parts;
   for (int u = u0; u < u1; ++u) {
     const Unit& unit = units[u];
-    const bool has_gemms =
-        phase == Phase::recompute ? unit.recompute_flops > 0 : unit.fwd_flops > 0;
+    const bool has_gemms = phase_gemm_flops(unit, phase) > 0;
     if (!has_gemms) continue;
     const GemmMixPtr& mix = phase_mix(unit, phase);
     if (!mix) return nullptr;
@@ -149,6 +195,16 @@ void take_kernel_list(Unit& u, const BlockKernels& k) {
   u.bwd_launches = b.launches;
   u.fwd_gemms = gemm_mix(k.forward);
   u.bwd_gemms = gemm_mix(k.backward);
+  std::vector<Kernel> weight, input;
+  for (const Kernel& kernel : k.backward) {
+    (kernel.weight_gradient ? weight : input).push_back(kernel);
+  }
+  const KernelTotals w = totals(weight);
+  u.wgrad_flops = w.gemm_flops;
+  u.wgrad_gemm_bytes = w.gemm_bytes;
+  u.wgrad_launches = w.launches;
+  u.wgrad_gemms = gemm_mix(weight);
+  u.input_gemms = gemm_mix(input);
 }
 
 // The attention half of activation_bytes_per_layer's table (Korthikanti et al. 2022, §4.1:
@@ -303,6 +359,7 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
     block.fwd_gemm_bytes = quick_block_gemm_bytes(m, tokens, t, elem);
     block.fwd_gemms = forward_mix(quick_block_gemms(m, tokens, t), false);
     block.bwd_gemms = backward_mix(quick_block_gemms(m, tokens, t), false);
+    take_weight_gradients(block, quick_block_gemms(m, tokens, t), false, elem);
     if (recompute == scenario::Recompute::full) block.recompute_gemms = block.fwd_gemms;
     if (recompute == scenario::Recompute::selective_op)
       block.recompute_gemms = forward_mix(recomputed_linears(m, tokens, tp), false);
@@ -341,9 +398,9 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
   head.params = scenario::head_params_tp(m, tp);
   // With tied embeddings split over a pipeline, the last stage keeps its own copy of the
   // word embeddings for the LM head and syncs its gradient with the first stage (Megatron).
-  if (m.tied_embeddings && st.pp > 1) head.params += word_table;
+  if (m.tied_embeddings && st.ends_apart()) head.params += word_table;
   head.gather_params = head.params;
-  if (m.tied_embeddings && st.pp == 1 && scenario::shards_parameters(st.sharding) &&
+  if (m.tied_embeddings && !st.ends_apart() && scenario::shards_parameters(st.sharding) &&
       scenario::reshards_after_forward(st.sharding)) {
     head.gather_params += word_table;
   }
@@ -362,6 +419,7 @@ std::vector<Unit> make_units(const scenario::Scenario& s) {
         {tokens, vocab / t, static_cast<double>(m.hidden)}};
     head.fwd_gemms = forward_mix(logits, wide);
     head.bwd_gemms = backward_mix(logits, wide);
+    take_weight_gradients(head, logits, wide, elem);
   }
   units.push_back(head);
   return units;
@@ -401,6 +459,26 @@ Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& un
         c.gemm_bytes += unit.kernel_list ? unit.bwd_gemm_bytes : 2.0 * unit.fwd_gemm_bytes;
         c.kernels += unit.kernel_list ? unit.bwd_launches : 2 * fwd_kernels;
         break;
+      case Phase::backward_input:
+      case Phase::backward_weight: {
+        // A zero-bubble schedule's B and W passes split the backward above: W is the weight-
+        // gradient GEMMs, B all the rest, so that B + W is the whole backward.
+        const bool weight = phase == Phase::backward_weight;
+        const int launches = unit.kernel_list ? unit.bwd_launches : 2 * fwd_kernels;
+        const double gemm_bytes =
+            unit.kernel_list ? unit.bwd_gemm_bytes : 2.0 * unit.fwd_gemm_bytes;
+        gemm += phase_gemm_flops(unit, phase);
+        if (weight) {
+          c.gemm_bytes += unit.wgrad_gemm_bytes;
+          c.kernels += unit.wgrad_launches;
+        } else {
+          c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
+          c.bytes += unit.kernel_list ? unit.bwd_bytes : 2.0 * unit.full_act_bytes;
+          c.gemm_bytes += gemm_bytes - unit.wgrad_gemm_bytes;
+          c.kernels += launches - unit.wgrad_launches;
+        }
+        break;
+      }
       case Phase::recompute:
         gemm += unit.recompute_flops;
         c.attention_flops += unit.recompute_attn_flops;

@@ -103,6 +103,14 @@ struct Unit {
   bool kernel_list = false;
   double fwd_bytes = 0, bwd_bytes = 0, bwd_gemm_bytes = 0;
   int fwd_launches = 0, bwd_launches = 0;
+  /// Of its backward, the weight-gradient GEMMs (dyᵀ·x of each linear layer): what a
+  /// zero-bubble schedule's W pass runs (Phase::backward_weight), their FLOPs, operand bytes,
+  /// launches and shapes. The input-gradient pass (Phase::backward_input) runs the rest of the
+  /// backward: its GEMMs are `input_gemms`, and everything else (attention backward, memory-
+  /// bound kernels, norm weight gradients) stays in it.
+  double wgrad_flops = 0, wgrad_gemm_bytes = 0;
+  int wgrad_launches = 0;
+  GemmMixPtr wgrad_gemms, input_gemms;
 };
 
 }  // namespace stratagem::workload

@@ -86,13 +86,20 @@ TEST(AgreementWithThePlan, TiedHeadVariants) {
 TEST(AgreementWithThePlan, PipelineVariants) {
   const std::string model = R"("model": {"layers": 8, "hidden": 256, "heads": 4, "vocab": 1000,
                                           "max_positions": 512})";
-  for (const char* schedule : {"1f1b", "gpipe", "interleaved"}) {
+  // The zero-bubble schedules keep activations from the forward to the W pass, and what a
+  // recompute rebuilt from the B pass to it; m = 3 (< pp 4 for zb-h1 and zbv) too.
+  for (const char* schedule : {"1f1b", "gpipe", "interleaved", "zb-h1", "interleaved-zb", "zbv"}) {
+    const bool zb = std::string(schedule).find("zb") != std::string::npos;
     for (int pp : {2, 4}) {
-      for (int m : {pp, 3 * pp}) {
-        for (const char* recompute : {"none", "full"}) {
+      for (int m : {pp, 3 * pp, 3}) {
+        if (m == 3 && (!zb || std::string(schedule) == "interleaved-zb")) continue;
+        for (const char* recompute : {"none", "full", "selective"}) {
+          if (!zb && std::string(recompute) == "selective") continue;
           for (const char* precision : {"no", "bf16"}) {
             const std::string chunks =
-                std::string(schedule) == "interleaved" ? R"(, "chunks": 2)" : "";
+                std::string(schedule) == "interleaved" || std::string(schedule) == "interleaved-zb"
+                    ? R"(, "chunks": 2)"
+                    : "";
             const std::string text =
                 "{" + model + R"(, "cluster": {"preset": "dgx-a100-80gb"}, "strategy": {"dp": )" +
                 std::to_string(8 / pp) + R"(, "pp": )" + std::to_string(pp) + R"(, "schedule": ")" +

@@ -322,5 +322,21 @@ TEST(ModelUnits, PerOpCheckpointingIsRefusedByName) {
   }
 }
 
+// The zero-bubble schedules are simulated only (#42: the executor does not split backward
+// into input and weight gradients yet), refused naming the key.
+TEST(ModelUnits, ZeroBubbleSchedulesAreRefusedByName) {
+  for (const auto schedule :
+       {scenario::Schedule::zb_h1, scenario::Schedule::interleaved_zb, scenario::Schedule::zbv}) {
+    scenario::StrategySpec st;
+    st.schedule = schedule;
+    try {
+      runtime::check_runtime_strategy(st);
+      FAIL() << "accepted " << scenario::to_string(schedule);
+    } catch (const SpecError& e) {
+      EXPECT_EQ(e.path(), "strategy.schedule");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace stratagem::test

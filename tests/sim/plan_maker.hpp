@@ -168,15 +168,18 @@ class PlanMaker {
 struct PipelineSpec {
   scenario::Schedule schedule = scenario::Schedule::one_f_one_b;
   int pp = 1, dp = 1, chunks = 1, microbatches = 1;
-  double forward_s = 1, backward_s = 2;  ///< per stage; a chunk takes 1/chunks of it
+  /// Per stage; a chunk takes 1/chunks of it. Zero-bubble schedules: backward_s is the B
+  /// (input-gradient) pass and weight_s the W pass.
+  double forward_s = 1, backward_s = 2, weight_s = 1;
   double p2p_bytes = 0;
   double grad_bytes = 0;      ///< > 0: a data-parallel all-reduce per stage at the end
-  double act_bytes = 0;       ///< activations a forward allocates and its backward frees
+  double act_bytes = 0;       ///< activations a forward allocates and its backward (W) frees
   std::vector<int> built_dp;  ///< data-parallel indices built (empty: all)
 };
 
 /// A pipeline over `pp` stages of `dp` replicas in the schedule's order (workload::schedule_order),
-/// with p2p between neighbouring virtual stages of one replica. Rank = stage·dp + dp index.
+/// with p2p between neighbouring virtual stages of one replica (workload::stage_chunk: looped, or
+/// zbv's V). Rank = stage·dp + dp index.
 inline void add_pipeline(PlanMaker& pm, const PipelineSpec& ps) {
   std::vector<int> built = ps.built_dp;
   if (built.empty()) {
@@ -184,7 +187,8 @@ inline void add_pipeline(PlanMaker& pm, const PipelineSpec& ps) {
   }
   auto& plan = pm.plan();
   const int vstages = ps.pp * ps.chunks;
-  // op_of[rank][forward?][chunk][mb]
+  // op_of[rank][forward?][chunk][mb]: forwards, and backwards or B passes (W passes exchange
+  // nothing).
   std::map<std::tuple<int, bool, int, int>, plan::OpId> op_of;
   std::map<int, plan::OpId> last_compute;
   for (int d : built) {
@@ -192,15 +196,22 @@ inline void add_pipeline(PlanMaker& pm, const PipelineSpec& ps) {
       const int rank = s * ps.dp + d;
       for (const auto& item :
            workload::schedule_order(ps.schedule, ps.pp, s, ps.chunks, ps.microbatches)) {
-        const double t = (item.forward ? ps.forward_s : ps.backward_s) / ps.chunks;
-        const plan::OpId id =
-            pm.compute(rank, t, item.forward ? plan::Phase::forward : plan::Phase::backward,
-                       item.microbatch, {}, item.chunk);
-        if (ps.act_bytes > 0) {
+        const bool weight = item.pass == workload::BackwardPass::weight;
+        const double t = (item.forward ? ps.forward_s
+                          : weight     ? ps.weight_s
+                                       : ps.backward_s) /
+                         ps.chunks;
+        const plan::Phase phase = item.forward ? plan::Phase::forward
+                                  : weight     ? plan::Phase::backward_weight
+                                  : item.pass == workload::BackwardPass::input
+                                      ? plan::Phase::backward_input
+                                      : plan::Phase::backward;
+        const plan::OpId id = pm.compute(rank, t, phase, item.microbatch, {}, item.chunk);
+        if (ps.act_bytes > 0 && (item.forward || item.releases())) {
           pm.mem(id, plan::TensorClass::activations, item.forward ? ps.act_bytes : -ps.act_bytes,
                  true);
         }
-        op_of[{rank, item.forward, item.chunk, item.microbatch}] = id;
+        if (!weight) op_of[{rank, item.forward, item.chunk, item.microbatch}] = id;
         last_compute[rank] = id;
       }
     }
@@ -209,21 +220,26 @@ inline void add_pipeline(PlanMaker& pm, const PipelineSpec& ps) {
     for (int s = 0; s < ps.pp; ++s) {
       const int rank = s * ps.dp + d;
       for (int c = 0; c < ps.chunks; ++c) {
-        const int vs = c * ps.pp + s;
+        const int vs = workload::virtual_stage(ps.schedule, ps.pp, s, c);
         for (int mb = 0; mb < ps.microbatches; ++mb) {
+          // A neighbour on the same rank (zbv's turn) is ordered by the rank's own schedule.
           if (vs + 1 < vstages) {  // activations forward
-            const int ns = (s + 1) % ps.pp, nc = c + (s + 1 == ps.pp ? 1 : 0);
+            const auto [ns, nc] = workload::stage_chunk(ps.schedule, ps.pp, vs + 1);
             const int nrank = ns * ps.dp + d;
-            auto [snd, rcv] =
-                pm.p2p(rank, nrank, ps.p2p_bytes, {op_of[{rank, true, c, mb}]}, {}, mb);
-            pm.dep(op_of[{nrank, true, nc, mb}], rcv);
+            if (nrank != rank) {
+              auto [snd, rcv] =
+                  pm.p2p(rank, nrank, ps.p2p_bytes, {op_of[{rank, true, c, mb}]}, {}, mb);
+              pm.dep(op_of[{nrank, true, nc, mb}], rcv);
+            }
           }
           if (vs > 0) {  // gradients backward
-            const int ps_ = (s + ps.pp - 1) % ps.pp, pc = c - (s == 0 ? 1 : 0);
+            const auto [ps_, pc] = workload::stage_chunk(ps.schedule, ps.pp, vs - 1);
             const int prank = ps_ * ps.dp + d;
-            auto [snd, rcv] =
-                pm.p2p(rank, prank, ps.p2p_bytes, {op_of[{rank, false, c, mb}]}, {}, mb);
-            pm.dep(op_of[{prank, false, pc, mb}], rcv);
+            if (prank != rank) {
+              auto [snd, rcv] =
+                  pm.p2p(rank, prank, ps.p2p_bytes, {op_of[{rank, false, c, mb}]}, {}, mb);
+              pm.dep(op_of[{prank, false, pc, mb}], rcv);
+            }
           }
         }
       }

@@ -1,5 +1,7 @@
 // Pipeline bubbles with fixed compute times and free communication: the schedules' closed
-// forms, (p−1)/(m+p−1) for GPipe and 1F1B and (p−1)/(v·m+p−1) interleaved.
+// forms, (p−1)/(m+p−1) for GPipe and 1F1B, (p−1)/(v·m+p−1) interleaved, and for the zero-bubble
+// schedules with equal F, B and W times (Qi et al. 2024, §2.1 and §6) a third of 1F1B's bubble
+// time for ZB-H1, (p−1)/(3m+p−1) of the step.
 #include <gtest/gtest.h>
 
 #include "sim/simulator.hpp"
@@ -8,7 +10,7 @@
 namespace stratagem::test {
 namespace {
 
-double bubble(scenario::Schedule schedule, int p, int m, int v, double f, double b) {
+double bubble(scenario::Schedule schedule, int p, int m, int v, double f, double b, double w = 0) {
   PlanMaker pm(p);
   PipelineSpec ps;
   ps.schedule = schedule;
@@ -17,6 +19,7 @@ double bubble(scenario::Schedule schedule, int p, int m, int v, double f, double
   ps.microbatches = m;
   ps.forward_s = f;
   ps.backward_s = b;
+  ps.weight_s = w;
   add_pipeline(pm, ps);
   const auto r = sim::Simulator().run(pm.finish(), free_comm_models());
   return r.metrics.bubble_fraction;
@@ -51,6 +54,31 @@ TEST(Bubble, Interleaved) {
                   (c.p - 1.0) / (v * c.m + c.p - 1.0), 1e-12)
           << "p " << c.p << " m " << c.m << " v " << v;
     }
+  }
+}
+
+// ZB-H1 (PyTorch's ScheduleInterleavedZeroBubble on one stage per rank) with F = B = W = T:
+// the step is 3mT of compute plus (p−1)T of bubble, against 1F1B's (p−1)·3T.
+TEST(Bubble, ZeroBubbleH1IsAThirdOfOneFOneB) {
+  for (const Case c : {Case{4, 8, 1, 1}, Case{2, 3, 1, 1}, Case{8, 16, 1, 1}, Case{4, 4, 1, 1},
+                       Case{8, 32, 1, 1}}) {
+    EXPECT_NEAR(bubble(scenario::Schedule::zb_h1, c.p, c.m, 1, 1, 1, 1),
+                (c.p - 1.0) / (3.0 * c.m + c.p - 1.0), 1e-12)
+        << "p " << c.p << " m " << c.m;
+    EXPECT_NEAR(bubble(scenario::Schedule::one_f_one_b, c.p, c.m, 1, 1, 2),
+                3.0 * (c.p - 1.0) / (3.0 * c.m + 3.0 * (c.p - 1.0)), 1e-12);
+  }
+}
+
+// ZB-V (PyTorch's ScheduleZBVZeroBubble) with F = B = W = T per stage (T/2 per chunk): the
+// steady state has no bubble; what is left is the fill, one chunk forward per hop, (p−1)·T/2
+// against ZB-H1's (p−1)·T: (p−1)/(6m+p−1) of the step.
+TEST(Bubble, ZeroBubbleVLeavesHalfAChunkPerHop) {
+  for (const Case c : {Case{4, 8, 1, 1}, Case{2, 3, 1, 1}, Case{8, 16, 1, 1}, Case{4, 16, 1, 1},
+                       Case{8, 32, 1, 1}}) {
+    EXPECT_NEAR(bubble(scenario::Schedule::zbv, c.p, c.m, 2, 1, 1, 1),
+                (c.p - 1.0) / (6.0 * c.m + c.p - 1.0), 1e-12)
+        << "p " << c.p << " m " << c.m;
   }
 }
 

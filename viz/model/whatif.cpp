@@ -16,7 +16,7 @@ WhatIf what_if_of(const scenario::Scenario& s) {
   w.attention = st.attention;
   w.pp = st.pp;
   w.schedule = st.schedule;
-  w.chunks = st.schedule == scenario::Schedule::interleaved ? st.chunks : 2;
+  w.chunks = scenario::multi_chunk(st.schedule) ? st.chunks : 2;
   w.micro_batches = st.grad_accum;
   w.micro_batch_size = st.micro_batch_size;
   w.sharding = st.sharding;
@@ -35,7 +35,8 @@ scenario::Scenario apply_what_if(const scenario::Scenario& base, const WhatIf& k
   st["attention"] = scenario::to_string(k.attention);
   st["pp"] = k.pp;
   st["schedule"] = scenario::to_string(k.schedule);
-  if (k.schedule == scenario::Schedule::interleaved) {
+  if (k.schedule == scenario::Schedule::interleaved ||
+      k.schedule == scenario::Schedule::interleaved_zb) {
     st["chunks"] = k.chunks;
   } else {
     st.erase("chunks");
@@ -143,8 +144,9 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   } else if (key == "micro_batch_size") {
     k.micro_batch_size = parse_int(value, path);
   } else if (key == "schedule") {
-    k.schedule =
-        parse_enum(value, path, {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved});
+    k.schedule = parse_enum(value, path,
+                            {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
+                             Schedule::zb_h1, Schedule::interleaved_zb, Schedule::zbv});
   } else if (key == "sharding") {
     k.sharding = scenario::parse_sharding(value, path);
   } else if (key == "precision" || key == "mixed_precision") {
