@@ -102,7 +102,7 @@ const std::vector<std::string>& variant_names() {
   static const std::vector<std::string> names = {
       "base",   "ddp",   "zero1",  "zero2",       "zero3",   "fsdp", "shard_grad_op",
       "hybrid", "gpipe", "1f1b",   "interleaved", "offload", "tp",   "3d",
-      "cp",     "fp8",   "moe-ep", "moe-3d",      "zb-h1",   "zbv"};
+      "cp",     "fp8",   "moe-ep", "moe-3d",      "zb-h1",   "zbv",  "dualpipev"};
   return names;
 }
 
@@ -201,11 +201,12 @@ std::vector<Variant> make_variants(const scenario::Scenario& base,
         }
       } else {
         if (pp < 2) throw SpecError("strategy.pp", "no pipeline depth ≥ 2 divides the cluster");
-        const Schedule schedule = name == "gpipe"   ? Schedule::gpipe
-                                  : name == "1f1b"  ? Schedule::one_f_one_b
-                                  : name == "zb-h1" ? Schedule::zb_h1
-                                  : name == "zbv"   ? Schedule::zbv
-                                                    : Schedule::interleaved;
+        const Schedule schedule = name == "gpipe"       ? Schedule::gpipe
+                                  : name == "1f1b"      ? Schedule::one_f_one_b
+                                  : name == "zb-h1"     ? Schedule::zb_h1
+                                  : name == "zbv"       ? Schedule::zbv
+                                  : name == "dualpipev" ? Schedule::dualpipev
+                                                        : Schedule::interleaved;
         v.scenario = with(base, world / pp, pp, schedule, pipe_sharding);
       }
     } catch (const SpecError& e) {

@@ -21,9 +21,9 @@ struct Variant {
 /// across nodes, keeping the base's sharding) and 3d (that TP × a 1F1B pipeline × data
 /// parallelism, ZeRO-1 if the base shards), cp (FSDP over dp × cp with ring attention, the
 /// smallest context-parallel degree that fits, as torchtitan's long-context runs), fp8 (the
-/// base with mixed_precision fp8), moe-ep and moe-3d (expert parallelism), zb-h1 and zbv (the
-/// zero-bubble schedules on the pipeline gpipe/1f1b/interleaved use). Every other variant has
-/// tp = cp = 1.
+/// base with mixed_precision fp8), moe-ep and moe-3d (expert parallelism), zb-h1, zbv and
+/// dualpipev (the zero-bubble schedules on the pipeline gpipe/1f1b/interleaved use). Every other
+/// variant has tp = cp = 1.
 const std::vector<std::string>& variant_names();
 /// The default list for `compare` without --strategies.
 std::vector<std::string> default_variants();

@@ -76,8 +76,14 @@ class StageWalker {
         if (split_ && in.recompute) chunk_held_[c] += u.recompute;
       }
       groups_[c][1] = per_unit_forward ? forward_units(c) : std::vector<OpGroup>{whole(c, true)};
-      groups_[c][0] = per_unit_backward ? backward_units(c) : std::vector<OpGroup>{whole(c, false)};
-      if (split_) groups_[c][2] = {weight_pass(c)};
+      groups_[c][0] = per_unit_backward ? backward_units(c, split_)
+                                        : std::vector<OpGroup>{whole(c, false, split_)};
+      if (split_) {
+        groups_[c][2] = {weight_pass(c)};
+        // DualPipeV's whole backwards beside its B passes.
+        groups_[c][3] = per_unit_backward ? backward_units(c, false)
+                                          : std::vector<OpGroup>{whole(c, false, false)};
+      }
       for (int f = 0; f < kSlots; ++f) {
         if (groups_[c][f].empty()) continue;
         ItemSummary& sum = summary_[c][f];
@@ -152,7 +158,8 @@ class StageWalker {
         if (keeps) kept_before += chunk_gather_[c];
         peak.max_in_flight = std::max(peak.max_in_flight, ++in_flight);
       } else if (item.releases()) {
-        acts_before -= chunk_act_[c] + chunk_held_[c];
+        const bool weight = item.pass == workload::BackwardPass::weight;
+        acts_before -= chunk_act_[c] + (weight ? chunk_held_[c] : 0.0);
         if (keeps) kept_before -= chunk_gather_[c];
         --in_flight;
       } else {
@@ -206,7 +213,7 @@ class StageWalker {
 
   // A whole backward's ops, or (zero-bubble schedules) a B pass's: those free nothing, and
   // what the recompute rebuilt stays for the W pass.
-  std::vector<OpGroup> backward_units(int c) const {
+  std::vector<OpGroup> backward_units(int c, bool input) const {
     const auto& units = in_.chunk_units[c];
     const bool keeps = in_.params_sharded && !in_.reshard_after_forward;
     std::vector<OpGroup> out;
@@ -214,7 +221,7 @@ class StageWalker {
       const UnitTransient& u = units[k];
       OpGroup g;
       g.recompute = in_.recompute ? u.recompute : 0.0;
-      g.act_delta = split_ ? g.recompute : -u.act;
+      g.act_delta = input ? g.recompute : -u.act;
       g.gathers = in_.params_sharded && in_.reshard_after_forward;
       g.gather = u.gather;
       g.frees_kept = keeps ? u.gather : 0.0;
@@ -233,9 +240,9 @@ class StageWalker {
   }
 
   // One op for the whole chunk (parameters not sharded, no recomputation, one bucket).
-  OpGroup whole(int c, bool forward) const {
+  OpGroup whole(int c, bool forward, bool input = false) const {
     OpGroup g;
-    g.act_delta = forward ? chunk_act_[c] : split_ ? 0.0 : -chunk_act_[c];
+    g.act_delta = forward ? chunk_act_[c] : input ? 0.0 : -chunk_act_[c];
     if (!forward && in_.grads_sharded) {
       for (std::size_t k = 0; k < in_.chunk_units[c].size(); ++k) {
         g.stages += in_.chunk_units[c][k].bucket;
@@ -245,24 +252,33 @@ class StageWalker {
     return g;
   }
 
-  // Where an item's ops are kept: [chunk][slot], slot 1 a forward, 0 a backward or B pass,
-  // 2 a W pass.
-  static constexpr int kSlots = 3;
-  static int slot(const workload::ScheduleItem& item) {
-    return item.forward ? 1 : item.pass == workload::BackwardPass::weight ? 2 : 0;
+  // Where an item's ops are kept: [chunk][slot], slot 1 a forward, 0 a backward (a B pass
+  // in a zero-bubble schedule), 2 a W pass, 3 a whole backward in a zero-bubble schedule.
+  static constexpr int kSlots = 4;
+  int slot(const workload::ScheduleItem& item) const {
+    if (item.forward) return 1;
+    switch (item.pass) {
+      case workload::BackwardPass::weight:
+        return 2;
+      case workload::BackwardPass::full:
+        return split_ ? 3 : 0;
+      default:
+        return 0;
+    }
   }
   workload::ScheduleItem item_of(int chunk, int slot) const {
-    return {slot == 1, chunk, 0,
-            slot == 2 ? workload::BackwardPass::weight
-            : split_  ? workload::BackwardPass::input
-                      : workload::BackwardPass::full};
+    using workload::BackwardPass;
+    const BackwardPass pass = slot == 2             ? BackwardPass::weight
+                              : slot == 0 && split_ ? BackwardPass::input
+                                                    : BackwardPass::full;
+    return {slot == 1, chunk, 0, pass};
   }
 
   const std::vector<OpGroup>& groups(const workload::ScheduleItem& item) const {
     return groups_[item.chunk][slot(item)];
   }
 
-  static int code(const workload::ScheduleItem& item) { return item.chunk * kSlots + slot(item); }
+  int code(const workload::ScheduleItem& item) const { return item.chunk * kSlots + slot(item); }
 
   const ItemSummary& summary(const workload::ScheduleItem& item) const {
     return summary_[item.chunk][slot(item)];

@@ -177,6 +177,13 @@ void validate_rules(Scenario& s) {
                                                str(st.grad_accum) + ") to be a multiple of pp (" +
                                                str(st.pp) + "), as in Megatron-LM");
   }
+  if (st.schedule == Schedule::dualpipev && st.grad_accum < 2 * st.pp) {
+    throw SpecError("strategy.grad_accum",
+                    "the dualpipev schedule needs at least 2·pp = " + str(2 * st.pp) +
+                        " micro-batches (one per virtual stage, as PyTorch's ScheduleDualPipeV), "
+                        "got " +
+                        str(st.grad_accum));
+  }
   if (st.schedule == Schedule::interleaved_zb) {
     // PyTorch's ScheduleInterleavedZeroBubble: max(1, m / pp) rounds must divide m.
     const int rounds = std::max(1, st.grad_accum / st.pp);

@@ -19,6 +19,8 @@ const char* to_string(Schedule s) {
       return "interleaved-zb";
     case Schedule::zbv:
       return "zbv";
+    case Schedule::dualpipev:
+      return "dualpipev";
   }
   return "?";
 }
@@ -268,22 +270,25 @@ StrategySpec parse_strategy(const nlohmann::json& object, const std::string& pat
                     "context parallelism runs ring attention in the fused kernel (Megatron-LM's "
                     "CP needs Transformer Engine's flash/fused attention); use attention 'flash'");
   }
-  const std::string schedule = r.choice_or(
-      "schedule", "1f1b", {"gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zbv"});
+  const std::string schedule =
+      r.choice_or("schedule", "1f1b",
+                  {"gpipe", "1f1b", "interleaved", "zb-h1", "interleaved-zb", "zbv", "dualpipev"});
   s.schedule = schedule == "gpipe"            ? Schedule::gpipe
                : schedule == "interleaved"    ? Schedule::interleaved
                : schedule == "zb-h1"          ? Schedule::zb_h1
                : schedule == "interleaved-zb" ? Schedule::interleaved_zb
                : schedule == "zbv"            ? Schedule::zbv
+               : schedule == "dualpipev"      ? Schedule::dualpipev
                                               : Schedule::one_f_one_b;
   s.chunks = static_cast<int>(r.integer_or("chunks", multi_chunk(s.schedule) ? 2 : 1, 1, 1024));
   if (!multi_chunk(s.schedule) && s.chunks != 1) {
     throw SpecError(r.child_path("chunks"),
                     "chunks > 1 needs schedule 'interleaved' or 'interleaved-zb'");
   }
-  if (s.schedule == Schedule::zbv && s.chunks != 2) {
-    throw SpecError(r.child_path("chunks"),
-                    "the zbv schedule runs exactly 2 chunks per rank (a V: stages r and 2·pp−1−r)");
+  if (v_shape(s.schedule) && s.chunks != 2) {
+    throw SpecError(r.child_path("chunks"), "the " + schedule +
+                                                " schedule runs exactly 2 chunks per rank (a V: "
+                                                "stages r and 2·pp−1−r)");
   }
   if (multi_chunk(s.schedule) && s.chunks < 2) {
     throw SpecError(r.child_path("chunks"), "the " + schedule + " schedule needs chunks >= 2");

@@ -17,11 +17,18 @@ namespace stratagem::scenario {
 /// gradient (W, deferred into the bubbles), Qi et al., ICLR 2024, as PyTorch's
 /// torch.distributed.pipelining runs them: `zb_h1` (ScheduleInterleavedZeroBubble with one
 /// stage per rank: the paper's ZB-H1), `interleaved_zb` (the same with `chunks` stages per
-/// rank, looped), `zbv` (ScheduleZBVZeroBubble: two stages per rank in a V).
-enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, interleaved_zb, zbv };
-/// The schedule splits backward into input- and weight-gradient passes.
+/// rank, looped), `zbv` (ScheduleZBVZeroBubble: two stages per rank in a V), `dualpipev`
+/// (ScheduleDualPipeV, DeepSeek's DualPipe folded into a V: pairs of one micro-batch's forward
+/// and another's whole backward in the steady state, B/W split at the ends).
+enum class Schedule { gpipe, one_f_one_b, interleaved, zb_h1, interleaved_zb, zbv, dualpipev };
+/// The schedule splits backward into input- and weight-gradient passes (some of them).
 inline bool splits_backward(Schedule s) {
-  return s == Schedule::zb_h1 || s == Schedule::interleaved_zb || s == Schedule::zbv;
+  return s == Schedule::zb_h1 || s == Schedule::interleaved_zb || s == Schedule::zbv ||
+         s == Schedule::dualpipev;
+}
+/// Two chunks per rank in a V: rank r runs virtual stages r and 2·pp − 1 − r.
+inline bool v_shape(Schedule s) {
+  return s == Schedule::zbv || s == Schedule::dualpipev;
 }
 /// Schedule items per (chunk, micro-batch): forward and backward, or forward, B and W.
 inline int items_per_microbatch(Schedule s) {
@@ -29,7 +36,7 @@ inline int items_per_microbatch(Schedule s) {
 }
 /// The schedule runs several model chunks (virtual stages) per rank.
 inline bool multi_chunk(Schedule s) {
-  return s == Schedule::interleaved || s == Schedule::interleaved_zb || s == Schedule::zbv;
+  return s == Schedule::interleaved || s == Schedule::interleaved_zb || v_shape(s);
 }
 /// ZeRO stages and FSDP sharding strategies. FSDP's NO_SHARD is `none` (DDP).
 enum class Sharding {
@@ -123,10 +130,10 @@ struct StrategySpec {
   std::int64_t split_layers(std::int64_t blocks) const {
     return blocks + (embedding_as_layer ? 1 : 0) + (loss_as_layer ? 1 : 0);
   }
-  /// The embedding and the LM head run on different pipeline ranks: pp > 1 but zbv, whose V
+  /// The embedding and the LM head run on different pipeline ranks: pp > 1 but a V, which
   /// puts both on rank 0. A tied model's head then keeps its own copy of the word table and
   /// syncs its gradient with the first stage (Megatron).
-  bool ends_apart() const { return pp > 1 && schedule != Schedule::zbv; }
+  bool ends_apart() const { return pp > 1 && !v_shape(schedule); }
   int micro_batch_size = 1;
   int grad_accum = 1;  ///< micro-batches per optimizer step per pipeline
   Sharding sharding = Sharding::none;

@@ -145,15 +145,76 @@ std::vector<ScheduleItem> zbv(int pp, int stage, int microbatches) {
   return order;
 }
 
+// PyTorch's ScheduleDualPipeV (DeepSeek's DualPipeV, the V of DualPipe with one copy of the
+// parameters), chunks as zbv's: forwards down chunk 0, then both chunks; B passes of chunk 1
+// each followed by the oldest pending W; the steady state in pairs F(0)+B(1), F(1)+B(0) of
+// different micro-batches with whole backwards (PyTorch's OVERLAP_F_B, whose two halves its
+// runtime runs back to back unless a custom overlap function is registered); then whole
+// backwards, switching to B passes half-way through the last ones (the odd and even ranks one
+// chunk apart), and the pending Ws to end.
+std::vector<ScheduleItem> dualpipev(int pp, int stage, int microbatches) {
+  std::vector<ScheduleItem> order;
+  order.reserve(6 * static_cast<std::size_t>(microbatches));
+  int next_f[2] = {0, 0}, next_b[2] = {0, 0};
+  std::vector<std::pair<int, int>> pending;  // (chunk, micro-batch) of Bs awaiting their W
+  std::size_t next_pending = 0;
+  auto F = [&](int c) { order.push_back({true, c, next_f[c]++}); };
+  auto B = [&](int c, bool split) {
+    order.push_back({false, c, next_b[c], split ? BackwardPass::input : BackwardPass::full});
+    if (split) pending.emplace_back(c, next_b[c]);
+    ++next_b[c];
+  };
+  auto W = [&] {
+    if (next_pending == pending.size()) return;
+    const auto [c, mb] = pending[next_pending++];
+    order.push_back({false, c, mb, BackwardPass::weight});
+  };
+  const int p = pp, r = stage;
+  for (int i = 0; i < 2 * (p - r - 1); ++i) F(0);
+  for (int i = 0; i < r + 1; ++i) {
+    F(0);
+    F(1);
+  }
+  for (int i = 0; i < p - r - 1; ++i) {
+    B(1, true);
+    W();
+    F(1);
+  }
+  for (int i = 0; i < microbatches - 2 * p + r + 1; ++i) {
+    F(0);  // the last rank's first pair is not overlapped in PyTorch: the same order
+    B(1, false);
+    F(1);
+    B(0, false);
+  }
+  for (int i = 0; i < p - r - 1; ++i) {
+    B(1, false);
+    F(1);
+    B(0, false);
+  }
+  bool split = false;
+  for (int i = 0; i < r + 1; ++i) {
+    if (i == (r + 1) / 2 && r % 2 == 1) split = true;
+    B(1, split);
+    if (i == (r + 1) / 2 && r % 2 == 0) split = true;
+    B(0, split);
+  }
+  for (int i = 0; i < p - r - 1; ++i) {
+    W();
+    B(0, split);
+  }
+  for (int i = 0; i < r + 1; ++i) W();
+  return order;
+}
+
 }  // namespace
 
 int virtual_stage(scenario::Schedule schedule, int pp, int stage, int chunk) {
-  if (schedule == scenario::Schedule::zbv) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  if (scenario::v_shape(schedule)) return chunk == 0 ? stage : 2 * pp - 1 - stage;
   return chunk * pp + stage;
 }
 
 std::pair<int, int> stage_chunk(scenario::Schedule schedule, int pp, int vs) {
-  if (schedule == scenario::Schedule::zbv)
+  if (scenario::v_shape(schedule))
     return vs < pp ? std::pair{vs, 0} : std::pair{2 * pp - 1 - vs, 1};
   return {vs % pp, vs / pp};
 }
@@ -173,6 +234,8 @@ std::vector<ScheduleItem> schedule_order(scenario::Schedule schedule, int pp, in
       return zero_bubble_looped(pp, stage, chunks, microbatches);
     case scenario::Schedule::zbv:
       return zbv(pp, stage, microbatches);
+    case scenario::Schedule::dualpipev:
+      return dualpipev(pp, stage, microbatches);
   }
   return {};
 }

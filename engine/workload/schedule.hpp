@@ -3,10 +3,10 @@
 // interleaved 1F1B as Megatron-LM runs them (megatron/core/pipeline_parallel/schedules.py);
 // the zero-bubble schedules (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024) as
 // PyTorch's torch.distributed.pipelining generates them (schedules.py:
-// ScheduleInterleavedZeroBubble with _get_1f1b_rank_ops(enable_zero_bubble=True), and
-// ScheduleZBVZeroBubble), each backward split into its input-gradient pass (B, which the
-// previous stage waits for) and its weight-gradient pass (W, deferred to fill the bubble).
-// The bubble is whatever this order produces when executed.
+// ScheduleInterleavedZeroBubble with _get_1f1b_rank_ops(enable_zero_bubble=True),
+// ScheduleZBVZeroBubble and ScheduleDualPipeV), each backward split into its input-gradient pass
+// (B, which the previous stage waits for) and its weight-gradient pass (W, deferred to fill the
+// bubble). The bubble is whatever this order produces when executed.
 #include <cstdint>
 #include <utility>
 #include <vector>

@@ -88,11 +88,13 @@ TEST(AgreementWithThePlan, PipelineVariants) {
                                           "max_positions": 512})";
   // The zero-bubble schedules keep activations from the forward to the W pass, and what a
   // recompute rebuilt from the B pass to it; m = 3 (< pp 4 for zb-h1 and zbv) too.
-  for (const char* schedule : {"1f1b", "gpipe", "interleaved", "zb-h1", "interleaved-zb", "zbv"}) {
+  for (const char* schedule :
+       {"1f1b", "gpipe", "interleaved", "zb-h1", "interleaved-zb", "zbv", "dualpipev"}) {
     const bool zb = std::string(schedule).find("zb") != std::string::npos;
     for (int pp : {2, 4}) {
       for (int m : {pp, 3 * pp, 3}) {
         if (m == 3 && (!zb || std::string(schedule) == "interleaved-zb")) continue;
+        if (std::string(schedule) == "dualpipev" && m < 2 * pp) continue;
         for (const char* recompute : {"none", "full", "selective"}) {
           if (!zb && std::string(recompute) == "selective") continue;
           for (const char* precision : {"no", "bf16"}) {

@@ -37,10 +37,11 @@ scenario::Scenario pipeline(const std::string& schedule, int pp, int m, int laye
 // stalled plan (a receive whose send never comes, a wait that closes a cycle) as an error.
 TEST(ZeroBubblePlan, NoDeadlockUpToEightStagesAndThirtyTwoMicroBatches) {
   int simulated = 0;
-  for (const std::string schedule : {"zb-h1", "interleaved-zb", "zbv"}) {
+  for (const std::string schedule : {"zb-h1", "interleaved-zb", "zbv", "dualpipev"}) {
     for (int pp = 2; pp <= 8; ++pp) {
       for (int m = 1; m <= 32; ++m) {
         if (schedule == "interleaved-zb" && m % std::max(1, m / pp) != 0) continue;
+        if (schedule == "dualpipev" && m < 2 * pp) continue;
         const std::string chunks = schedule == "interleaved-zb" ? R"(, "chunks": 2)" : "";
         const scenario::Scenario s = pipeline(schedule, pp, m, 2 * pp, chunks);
         result::RunResult r;
@@ -50,7 +51,7 @@ TEST(ZeroBubblePlan, NoDeadlockUpToEightStagesAndThirtyTwoMicroBatches) {
       }
     }
   }
-  EXPECT_GT(simulated, 500);
+  EXPECT_GT(simulated, 650);
 }
 
 // The B and W passes split the backward's work: GEMM FLOPs, attention FLOPs, memory-bound
@@ -238,6 +239,8 @@ TEST(ZeroBubblePlan, ScenarioRules) {
   refuses("interleaved-zb", 2, 5, R"(, "chunks": 2)", "strategy.grad_accum");  // 2 rounds
   refuses("zbv", 3, 4, "", "strategy.chunks");  // 8 layers over 3 × 2 virtual stages
   EXPECT_NO_THROW(pipeline("interleaved-zb", 4, 6, 8, R"(, "chunks": 2)"));  // 1 round
+  refuses("dualpipev", 4, 7, "", "strategy.grad_accum");                     // fewer than 2·pp
+  EXPECT_NO_THROW(pipeline("dualpipev", 4, 8, 8));
 }
 
 }  // namespace

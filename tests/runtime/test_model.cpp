@@ -325,8 +325,8 @@ TEST(ModelUnits, PerOpCheckpointingIsRefusedByName) {
 // The zero-bubble schedules are simulated only (#42: the executor does not split backward
 // into input and weight gradients yet), refused naming the key.
 TEST(ModelUnits, ZeroBubbleSchedulesAreRefusedByName) {
-  for (const auto schedule :
-       {scenario::Schedule::zb_h1, scenario::Schedule::interleaved_zb, scenario::Schedule::zbv}) {
+  for (const auto schedule : {scenario::Schedule::zb_h1, scenario::Schedule::interleaved_zb,
+                              scenario::Schedule::zbv, scenario::Schedule::dualpipev}) {
     scenario::StrategySpec st;
     st.schedule = schedule;
     try {

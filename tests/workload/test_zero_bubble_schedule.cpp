@@ -22,7 +22,10 @@ using scenario::Schedule;
 std::string pytorch_notation(Schedule schedule, int pp, int rank, int chunks, int microbatches) {
   std::string out;
   for (const ScheduleItem& it : schedule_order(schedule, pp, rank, chunks, microbatches)) {
-    const char kind = it.forward ? 'F' : it.pass == BackwardPass::weight ? 'W' : 'I';
+    const char kind = it.forward                        ? 'F'
+                      : it.pass == BackwardPass::weight ? 'W'
+                      : it.pass == BackwardPass::input  ? 'I'
+                                                        : 'B';
     if (!out.empty()) out += ' ';
     out += std::to_string(virtual_stage(schedule, pp, rank, it.chunk)) + kind +
            std::to_string(it.microbatch);
@@ -37,7 +40,8 @@ TEST(ZeroBubbleSchedule, OrdersEqualPyTorchsGenerators) {
   const std::map<std::string, std::pair<Schedule, int>> names = {
       {"zb-h1", {Schedule::zb_h1, 1}},
       {"interleaved-zb", {Schedule::interleaved_zb, 2}},
-      {"zbv", {Schedule::zbv, 2}}};
+      {"zbv", {Schedule::zbv, 2}},
+      {"dualpipev", {Schedule::dualpipev, 2}}};
   std::string line;
   int compared = 0;
   std::set<std::string> seen;
@@ -58,23 +62,32 @@ TEST(ZeroBubbleSchedule, OrdersEqualPyTorchsGenerators) {
     seen.insert(name);
     ++compared;
   }
-  EXPECT_EQ(seen.size(), 3u);
-  EXPECT_GE(compared, 150);
+  EXPECT_EQ(seen.size(), 4u);
+  EXPECT_GE(compared, 200);
 }
 
-// Every (chunk, micro-batch) runs F, then B, then W, once each; no whole backwards.
+// Every (chunk, micro-batch) runs F, then B, then W, once each (DualPipeV: or F then a whole
+// backward); the other schedules run no whole backward.
 TEST(ZeroBubbleSchedule, EachMicroBatchRunsForwardThenInputThenWeightOnce) {
-  for (const Schedule schedule : {Schedule::zb_h1, Schedule::interleaved_zb, Schedule::zbv}) {
+  for (const Schedule schedule :
+       {Schedule::zb_h1, Schedule::interleaved_zb, Schedule::zbv, Schedule::dualpipev}) {
     for (int pp = 2; pp <= 8; ++pp) {
       for (int m = 1; m <= 32; ++m) {
         const int chunks = schedule == Schedule::zb_h1 ? 1 : 2;
         if (schedule == Schedule::interleaved_zb && m % std::max(1, m / pp) != 0) continue;
+        if (schedule == Schedule::dualpipev && m < 2 * pp) continue;
         for (int rank = 0; rank < pp; ++rank) {
           std::map<std::pair<int, int>, int> state;  // 0 none, 1 F, 2 B, 3 W
           for (const ScheduleItem& it : schedule_order(schedule, pp, rank, chunks, m)) {
             int& st = state[{it.chunk, it.microbatch}];
+            const bool whole = !it.forward && it.pass == BackwardPass::full;
+            ASSERT_TRUE(!whole || schedule == Schedule::dualpipev);
             const int next = it.forward ? 1 : it.pass == BackwardPass::input ? 2 : 3;
-            ASSERT_NE(it.pass == BackwardPass::full && !it.forward, true);
+            if (whole) {
+              ASSERT_EQ(st, 1) << "pp " << pp << " m " << m << " rank " << rank;
+              st = 3;
+              continue;
+            }
             ASSERT_EQ(st + 1, next) << to_string(schedule) << " pp " << pp << " m " << m << " rank "
                                     << rank << " chunk " << it.chunk << " mb " << it.microbatch;
             st = next;
@@ -93,7 +106,9 @@ TEST(ZeroBubbleSchedule, VirtualStagesOfTheVAndTheLoop) {
   EXPECT_EQ(virtual_stage(Schedule::zbv, 4, 3, 0), 3);
   EXPECT_EQ(virtual_stage(Schedule::zbv, 4, 3, 1), 4);
   EXPECT_EQ(virtual_stage(Schedule::interleaved_zb, 4, 3, 1), 7);
-  for (const Schedule s : {Schedule::zbv, Schedule::interleaved, Schedule::zb_h1}) {
+  EXPECT_EQ(virtual_stage(Schedule::dualpipev, 4, 1, 1), 6);
+  for (const Schedule s :
+       {Schedule::zbv, Schedule::dualpipev, Schedule::interleaved, Schedule::zb_h1}) {
     const int chunks = s == Schedule::zb_h1 ? 1 : 2;
     for (int vs = 0; vs < 4 * chunks; ++vs) {
       const auto [stage, chunk] = stage_chunk(s, 4, vs);

@@ -144,9 +144,10 @@ void set_knob(WhatIf& k, const std::string& key, const std::string& value) {
   } else if (key == "micro_batch_size") {
     k.micro_batch_size = parse_int(value, path);
   } else if (key == "schedule") {
-    k.schedule = parse_enum(value, path,
-                            {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved,
-                             Schedule::zb_h1, Schedule::interleaved_zb, Schedule::zbv});
+    k.schedule =
+        parse_enum(value, path,
+                   {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1,
+                    Schedule::interleaved_zb, Schedule::zbv, Schedule::dualpipev});
   } else if (key == "sharding") {
     k.sharding = scenario::parse_sharding(value, path);
   } else if (key == "precision" || key == "mixed_precision") {

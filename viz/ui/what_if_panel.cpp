@@ -94,7 +94,7 @@ void draw_what_if_panel(ViewState& st, ImVec2 size) {
   int_knob("pp (pipeline stages)", k.pp);
   enum_combo("schedule", k.schedule,
              {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved, Schedule::zb_h1,
-              Schedule::interleaved_zb, Schedule::zbv});
+              Schedule::interleaved_zb, Schedule::zbv, Schedule::dualpipev});
   if (k.schedule == Schedule::interleaved || k.schedule == Schedule::interleaved_zb) {
     int_knob("chunks per rank", k.chunks);
   }
