@@ -25,7 +25,7 @@ int run(const Options& o) {
   }
   std::string warning;
   const nlohmann::json scenario =
-      o.accelerate.empty() ? scenario::import_deepspeed(o.deepspeed, o.import)
+      o.accelerate.empty() ? scenario::import_deepspeed(o.deepspeed, o.import, &warning)
                            : scenario::import_accelerate(o.accelerate, o.import, &warning);
   if (!warning.empty()) std::cerr << "warning: " << warning << "\n";
   // The scenario format's own order, which reads top-down (nlohmann::json sorts keys).

@@ -42,8 +42,11 @@ struct ImportOptions {
 /// ignored: c", put in `*warning` when given ("" when nothing is named).
 nlohmann::json import_accelerate(const std::string& yaml_file, const ImportOptions& options,
                                  std::string* warning = nullptr);
-/// DeepSpeed's ds_config.json → scenario JSON (validated).
-nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options);
+/// DeepSpeed's ds_config.json → scenario JSON (validated). Keys written twice (DeepSpeed keeps
+/// the last) and null values (read as absent) are named in one line, "<file>: a written twice
+/// (2:3 and 7:3; the last applies); b is null (read as absent)", put in `*warning` when given.
+nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options,
+                                std::string* warning = nullptr);
 
 /// What `stratagem launch --config_file` takes from an accelerate config: the job's shape and
 /// the strategy the Accelerator in each process applies (no model or cluster involved). The

@@ -234,7 +234,11 @@ void read_accelerate_deepspeed(const YamlFile& y, const YAML::Node& ds, Imported
   if (const auto file = y.scalar(ds, "deepspeed_config_file", path("deepspeed_config_file"))) {
     std::filesystem::path json(*file);
     if (json.is_relative()) json = std::filesystem::path(y.file()).parent_path() / json;
-    Imported inner = read_deepspeed(json.string(), read_json_file(json.string()));
+    const DeepSpeedFile ds_file = read_deepspeed_file(json.string());
+    for (const std::string& note : ds_file.notes) {
+      w.both.push_back("deepspeed_config_file " + json.filename().string() + ": " + note);
+    }
+    Imported inner = read_deepspeed(json.string(), ds_file.config);
     inner.origin = out.origin + " with " + inner.origin;
     inner.num_processes = out.num_processes;
     inner.num_machines = out.num_machines;

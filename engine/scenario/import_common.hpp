@@ -64,6 +64,15 @@ std::string pick(const std::string& where, const std::string& value,
 std::int64_t parse_integer(const std::string& where, const std::string& text, std::int64_t min,
                            std::int64_t max);
 
+/// A DeepSpeed JSON as DeepSpeed reads it: a key written twice keeps its last value, a null
+/// reads as absent; `notes` says where either happened ("zero_optimization.stage written
+/// twice (3:5 and 9:5; the last applies)", "train_batch_size is null (read as absent)").
+struct DeepSpeedFile {
+  nlohmann::json config;
+  std::vector<std::string> notes;
+};
+DeepSpeedFile read_deepspeed_file(const std::string& file);
+
 /// DeepSpeed's ds_config.json, already read (the accelerate reader follows
 /// deepspeed_config_file with it).
 Imported read_deepspeed(const std::string& file, const nlohmann::json& config);

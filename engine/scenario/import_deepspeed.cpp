@@ -168,11 +168,49 @@ Imported read_deepspeed(const std::string& file, const nlohmann::json& config) {
   return out;
 }
 
+namespace {
+
+// Paths of the null values under `j` ("offload_optimizer.device").
+void null_paths(const nlohmann::json& j, const std::string& path, std::vector<std::string>& out) {
+  if (j.is_null()) {
+    out.push_back(path);
+  } else if (j.is_object()) {
+    for (const auto& [key, value] : j.items()) {
+      null_paths(value, path.empty() ? key : path + "." + key, out);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) {
+      null_paths(j[i], path + "[" + std::to_string(i) + "]", out);
+    }
+  }
+}
+
+}  // namespace
+
+DeepSpeedFile read_deepspeed_file(const std::string& file) {
+  DeepSpeedFile out;
+  std::vector<DuplicateKey> duplicates;
+  out.config = read_json_file(file, &duplicates);
+  // DeepSpeed (Python's json) keeps the last of a key written twice, and reads a null as the
+  // key's default: the import does as DeepSpeed, and says so.
+  for (const DuplicateKey& d : duplicates) {
+    out.notes.push_back((d.path.empty() ? d.key : d.path + "." + d.key) + " written twice (" +
+                        d.first_at + " and " + d.at + "; the last applies)");
+  }
+  std::vector<std::string> nulls;
+  null_paths(out.config, "", nulls);
+  for (const std::string& n : nulls) out.notes.push_back(n + " is null (read as absent)");
+  return out;
+}
+
 }  // namespace import_detail
 
-nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options) {
+nlohmann::json import_deepspeed(const std::string& json_file, const ImportOptions& options,
+                                std::string* warning) {
   using namespace import_detail;
-  return build_scenario(read_deepspeed(json_file, read_json_file(json_file)), options, json_file);
+  const DeepSpeedFile file = read_deepspeed_file(json_file);
+  if (warning) *warning = file.notes.empty() ? "" : json_file + ": " + join(file.notes, "; ");
+  return build_scenario(read_deepspeed(json_file, file.config), options, json_file);
 }
 
 }  // namespace stratagem::scenario

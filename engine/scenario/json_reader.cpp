@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 
 #include "engine/scenario/error.hpp"
@@ -111,12 +112,73 @@ void check_structure(const std::string& text, const std::string& source) {
   }
 }
 
+// The keys written twice in one object of `text`, a well-formed JSON document (parsed first).
+// Keys are compared as written (escapes not decoded).
+std::vector<DuplicateKey> find_duplicate_keys(const std::string& text) {
+  struct Frame {
+    bool object = false;
+    std::string path;
+    std::map<std::string, std::size_t> keys;  // key → offset of its first occurrence
+    std::string last_key;
+    int index = 0;  // arrays: the element being read
+  };
+  std::vector<DuplicateKey> out;
+  std::vector<Frame> stack;
+  auto child_path = [&]() {
+    if (stack.empty()) return std::string();
+    const Frame& f = stack.back();
+    if (!f.object) return f.path + "[" + std::to_string(f.index) + "]";
+    return f.path.empty() ? f.last_key : f.path + "." + f.last_key;
+  };
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '"') {
+      const std::size_t start = i++;
+      while (i < text.size() && text[i] != '"') i += text[i] == '\\' ? 2 : 1;
+      const std::string s = text.substr(start + 1, i - start - 1);
+      std::size_t j = i + 1;
+      while (j < text.size() && std::isspace(static_cast<unsigned char>(text[j]))) ++j;
+      if (j < text.size() && text[j] == ':' && !stack.empty() && stack.back().object) {
+        Frame& f = stack.back();
+        const auto [it, fresh] = f.keys.emplace(s, start);
+        if (!fresh) {
+          out.push_back({f.path, s, line_column(text, start), line_column(text, it->second)});
+        }
+        f.last_key = s;
+      }
+    } else if (c == '{' || c == '[') {
+      Frame f;
+      f.object = c == '{';
+      f.path = child_path();
+      stack.push_back(std::move(f));
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty()) stack.pop_back();
+    } else if (c == ',' && !stack.empty() && !stack.back().object) {
+      ++stack.back().index;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-nlohmann::json parse_json_text(const std::string& text, const std::string& source) {
+nlohmann::json parse_json_text(const std::string& text, const std::string& source,
+                               std::vector<DuplicateKey>* duplicates) {
   check_structure(text, source);
   try {
-    return nlohmann::json::parse(text);
+    nlohmann::json parsed = nlohmann::json::parse(text);
+    std::vector<DuplicateKey> found = find_duplicate_keys(text);
+    if (duplicates) {
+      *duplicates = std::move(found);
+    } else if (!found.empty()) {
+      const DuplicateKey& d = found.front();
+      throw SpecError(source + ":" + d.at,
+                      "key \"" + d.key + "\" written twice in " +
+                          (d.path.empty() ? std::string("the top-level object") : d.path) +
+                          " (first at " + d.first_at +
+                          "); JSON keeps only the last one, so write it once");
+    }
+    return parsed;
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message is "[json.exception.parse_error.101] parse error at line L, column C:
     // reason"; the reason itself may hold ": " ("last read: '...'").
@@ -147,7 +209,7 @@ nlohmann::json parse_json_text(const std::string& text, const std::string& sourc
   }
 }
 
-nlohmann::json read_json_file(const std::string& file) {
+nlohmann::json read_json_file(const std::string& file, std::vector<DuplicateKey>* duplicates) {
   // Only regular files of a bounded size: a FIFO would block, /dev/zero never end.
   std::error_code ec;
   const auto status = std::filesystem::status(file, ec);
@@ -164,7 +226,7 @@ nlohmann::json read_json_file(const std::string& file) {
   }
   std::stringstream buffer;
   buffer << in.rdbuf();
-  return parse_json_text(buffer.str(), file);
+  return parse_json_text(buffer.str(), file, duplicates);
 }
 
 std::string closest(const std::string& word, const std::vector<std::string>& choices) {

@@ -16,12 +16,21 @@ namespace stratagem::scenario {
 inline constexpr int kMaxJsonDepth = 256;
 inline constexpr std::uintmax_t kMaxJsonBytes = std::uintmax_t{64} << 20;
 
+/// A key written twice in one JSON object: the object's path ("strategy"; "" at the top), the
+/// key, and where the later and the first one stand ("line:column").
+struct DuplicateKey {
+  std::string path, key, at, first_at;
+};
 /// Parses JSON text; a syntax error, nesting deeper than kMaxJsonDepth or a number beyond a
-/// double's range becomes a SpecError "<source>:<line>:<col>: ...".
-nlohmann::json parse_json_text(const std::string& text, const std::string& source);
+/// double's range becomes a SpecError "<source>:<line>:<col>: ...". A key written twice in
+/// one object (which JSON parsers resolve silently, the last one winning) is a SpecError at
+/// the second, unless `duplicates` is given: then they are listed there and the last counts.
+nlohmann::json parse_json_text(const std::string& text, const std::string& source,
+                               std::vector<DuplicateKey>* duplicates = nullptr);
 /// Reads and parses a JSON file; a missing file, a directory, a FIFO or device, or a file
-/// larger than kMaxJsonBytes is a SpecError naming it.
-nlohmann::json read_json_file(const std::string& file);
+/// larger than kMaxJsonBytes is a SpecError naming it. `duplicates` as parse_json_text's.
+nlohmann::json read_json_file(const std::string& file,
+                              std::vector<DuplicateKey>* duplicates = nullptr);
 /// "Did you mean" text for `word` among `choices` ("" when nothing is close).
 std::string closest(const std::string& word, const std::vector<std::string>& choices);
 

@@ -77,6 +77,29 @@ TEST(BadInput, MalformedJsonPointsAtTheToken) {
   EXPECT_EQ(where("{\"a\": "), "t.json:1:7");                    // end of input
 }
 
+// #44 item 3: a key written twice in one object of a scenario is refused where the second one
+// stands (nlohmann, like every JSON parser, would keep the last silently); the same name in
+// two objects, or inside strings, is not a duplicate.
+TEST(BadInput, AKeyWrittenTwiceIsRefusedAtTheSecond) {
+  const std::string text =
+      "{\"model\": \"gpt2\",\n \"strategy\": {\"dp\": 8,\n   \"pp\": 1, \"dp\": 4}}";
+  try {
+    parse_json_text(text, "dup.json");
+    FAIL() << "no error";
+  } catch (const SpecError& e) {
+    EXPECT_EQ(e.path(), "dup.json:3:13");
+    expect_has(e.what(), "key \"dp\" written twice in strategy (first at 2:15)");
+  }
+  EXPECT_NO_THROW(parse_json_text(
+      R"({"a": {"dp": 1}, "b": {"dp": 2}, "c": [{"dp": 1}, {"dp": 2}], "d": "\"dp\": 1, \"dp\""})",
+      "ok.json"));
+  std::vector<DuplicateKey> found;
+  parse_json_text(R"({"x": [{"k": 1, "k": 2}]})", "list.json", &found);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].path, "x[0]");
+  EXPECT_EQ(found[0].key, "k");
+}
+
 TEST(BadInput, UnknownKeySuggestsClosest) {
   json j = base();
   j["strategy"]["dpp"] = 8;

@@ -375,6 +375,29 @@ TEST(ImportDeepSpeed, HfZero2ExampleWithAutoValues) {
   EXPECT_EQ(s.strategy.loss_scale.initial_scale_power, 16);
 }
 
+// #44 item 3: DeepSpeed (Python's json) keeps the last of a key written twice and reads a null
+// as the key's default; the import does the same and names both in its one warning line.
+TEST(ImportDeepSpeed, KeysWrittenTwiceAndNullsAreNamed) {
+  const test::TempDir dir("ds-dup");
+  const std::string file = dir.write("ds.json", R"({
+  "train_micro_batch_size_per_gpu": 2,
+  "zero_optimization": {"stage": 1, "stage": 2, "offload_optimizer": {"device": null}},
+  "train_batch_size": null
+})");
+  std::string warning;
+  const nlohmann::json j = import_deepspeed(file, llama(), &warning);
+  EXPECT_EQ(j["strategy"]["sharding"], "zero2");  // the last stage applies
+  EXPECT_EQ(j["strategy"]["offload_optimizer"], "none");
+  EXPECT_EQ(warning, file +
+                         ": zero_optimization.stage written twice (3:25 and 3:37; the last "
+                         "applies); train_batch_size is null (read as absent); "
+                         "zero_optimization.offload_optimizer.device is null (read as absent)");
+  // A clean file: no warning.
+  const std::string clean = dir.write("clean.json", R"({"zero_optimization": {"stage": 2}})");
+  import_deepspeed(clean, llama(), &warning);
+  EXPECT_EQ(warning, "");
+}
+
 TEST(ImportDeepSpeed, WorldSizeFromTrainBatch) {
   const test::TempDir dir("ds-world");
   const std::string file = dir.write("ds.json", R"({
