@@ -207,7 +207,7 @@ Registration reg{
              app.add_option("--min-sensitivity", min_sensitivity,
                             "A parameter is determined only when some run's log throughput moves "
                             "by at least this times its log (default 0)")
-                 ->check(CLI::Range(0.0, 10.0));
+                 ->check(cli::number_in(0.0, 10.0));
              app.add_flag("--per-chip", per_chip,
                           "Fit GPUs of one chip together (same SM count and tensor-core "
                           "peaks, e.g. A100 SXM 40 GB and 80 GB)");

@@ -283,7 +283,7 @@ Registration reg{
        sub.add_option("--threads", o->threads,
                       "Simulations at a time (default 0: one per hardware thread; the result "
                       "is the same for any number)")
-           ->check(CLI::Range(0, 256));
+           ->check(cli::whole_number(0, 256));
        sub.add_option("--mixed_precision", o->precisions,
                       "Precisions to try (default: bf16,fp16,no, and fp8 on GPUs that have it)")
            ->delimiter(',');

@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   app.fallthrough(false);
   // Flag errors look like every other error: one line, "error: " first, exit 2.
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return "error: " + printable(e.what()) + " (see --help)\n";
+    return "error: " + printable(cli::flag_error_text(e)) + " (see --help)\n";
   });
   auto& commands = cli::registry();
   std::stable_sort(commands.begin(), commands.end(),

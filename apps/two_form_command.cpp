@@ -1,5 +1,7 @@
 #include "apps/two_form_command.hpp"
 
+#include "apps/command.hpp"
+
 #include <algorithm>
 #include <iostream>
 
@@ -43,7 +45,7 @@ bool parse_local_form(CLI::App& app, const std::vector<std::string>& remaining,
       std::cout << app.help();
       return false;
     }
-    throw SpecError(command, e.what());
+    throw SpecError(command, cli::flag_error_text(e));
   }
   return true;
 }

@@ -28,11 +28,23 @@ TEST(FlagsCli, NonFiniteOrNegativeSpreadsAreRefused) {
 }
 
 TEST(FlagsCli, CountsBelowOneAreRefused) {
-  expect_refused("search --seq_len -5", "--seq_len: Value -5 not in range 1 to");
-  expect_refused("search --global_batch 0", "--global_batch: Value 0 not in range 1 to");
-  expect_refused("import --accelerate x.yaml --num_processes -2", "--num_processes: Value -2 not in range 1 to");
+  expect_refused("search --seq_len -5", "--seq_len: must be at least 1, got -5");
+  expect_refused("search --global_batch 0", "--global_batch: must be at least 1, got 0");
+  expect_refused("import --accelerate x.yaml --num_processes -2",
+                 "--num_processes: must be at least 1, got -2");
   expect_refused("import --accelerate x.yaml --gradient_accumulation_steps 0",
-                 "--gradient_accumulation_steps: Value 0 not in range 1 to");
+                 "--gradient_accumulation_steps: must be at least 1, got 0");
+}
+
+// #44 item 3: a value that is no number is said so, not "Value abc not in range" (CLI11's
+// Range) nor "Could not convert: --rank = abc" (CLI11's conversion).
+TEST(FlagsCli, ValuesThatAreNoNumbersAreSaidSo) {
+  expect_refused("search --global_batch abc", "--global_batch: expected a whole number, got 'abc'");
+  expect_refused("search --seq_len 1e99", "--seq_len: expected a whole number, got '1e99'");
+  expect_refused("search --seq_len 99999999999",
+                 "--seq_len: must be at most 2147483647, got 99999999999");
+  expect_refused("search --threads 300", "--threads: must be from 0 to 256, got 300");
+  expect_refused("plan default --rank abc", "--rank: expected a number, got 'abc'");
 }
 
 TEST(FlagsCli, AKeySetToNullIsRefusedNamingIt) {
