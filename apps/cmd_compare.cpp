@@ -8,6 +8,7 @@
 #include "apps/compare_table.hpp"
 #include "apps/forward_runtime.hpp"
 #include "apps/host_profile.hpp"
+#include "apps/scenario_loading.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/fitted_profile.hpp"
 #include "engine/scenario/profile.hpp"
@@ -54,7 +55,7 @@ int run_real(const Options& o) {
 
 int run(const Options& o) {
   if (o.real) return run_real(o);
-  auto base = scenario::load_scenario(o.scenario);
+  auto base = cli::load_scenario(o.scenario);
   scenario::apply_stack_flags(base.strategy, {o.stack, o.compile, ""}, base.cluster.gpu);
   if (!o.profile.empty()) {
     scenario::apply_profile_file(base, resolve_profile(o.profile, base.cluster.gpus_per_node));

@@ -10,6 +10,7 @@
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "apps/info_described.hpp"
+#include "apps/scenario_loading.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "engine/scenario/tensor_shapes.hpp"
 #include "engine/scenario/units.hpp"
@@ -357,7 +358,7 @@ Registration reg{{"info",
                     sub.add_option("scenario", *file, "Scenario file or shipped name")->required();
                     sub.add_flag("--json", *json, "Print JSON");
                     return std::function<int()>([file, json] {
-                      const auto s = scenario::load_scenario_to_describe(*file);
+                      const auto s = cli::load_scenario_to_describe(*file);
                       // A model beyond the dense blocks' description (mixture of experts, a
                       // head width apart from h / heads, q/k norms), or one the planner does
                       // not model yet.

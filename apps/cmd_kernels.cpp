@@ -10,6 +10,7 @@
 #include <string>
 
 #include "apps/command.hpp"
+#include "apps/scenario_loading.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "engine/workload/kernels.hpp"
@@ -111,7 +112,7 @@ void print_pass(const char* title, const Pass& p) {
 }
 
 int run(const Options& o) {
-  scenario::Scenario s = scenario::load_scenario(o.scenario);
+  scenario::Scenario s = cli::load_scenario(o.scenario);
   scenario::apply_stack_flags(s.strategy, {o.stack, o.compile, o.fp8_recipe}, s.cluster.gpu);
   const sim::RooflineModel roofline =
       sim::scenario_roofline(s, sim::default_host(s.cluster.gpus_per_node));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "apps/command.hpp"
+#include "apps/scenario_loading.hpp"
 #include "engine/memory/memory.hpp"
 #include "engine/scenario/error.hpp"
 #include "engine/scenario/expert_mesh.hpp"
@@ -385,7 +386,7 @@ Registration reg{
          if (o->scenario.empty()) {
            throw SpecError("memory", "give a scenario (file or shipped name) or --params");
          }
-         const scenario::Scenario s = scenario::load_scenario(o->scenario);
+         const scenario::Scenario s = cli::load_scenario(o->scenario);
          const memory::MemoryReport report = memory::estimate_memory(s);
          if (o->json) {
            std::cout << memory::to_json(report).dump(2) << "\n";

@@ -2,6 +2,7 @@
 #include <iostream>
 
 #include "apps/command.hpp"
+#include "apps/scenario_loading.hpp"
 #include "engine/plan/builder.hpp"
 #include "engine/plan/print.hpp"
 #include "engine/scenario/error.hpp"
@@ -17,7 +18,7 @@ struct Options {
 };
 
 int run(const Options& o) {
-  const auto scenario = scenario::load_scenario(o.scenario);
+  const auto scenario = cli::load_scenario(o.scenario);
   if (o.rank < 0 || o.rank >= scenario.world_size()) {
     throw SpecError("--rank", "must be in [0, " + std::to_string(scenario.world_size() - 1) +
                                   "], got " + std::to_string(o.rank));

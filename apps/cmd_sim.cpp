@@ -9,6 +9,7 @@
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "apps/host_profile.hpp"
+#include "apps/scenario_loading.hpp"
 #include "engine/result/export.hpp"
 #include "engine/result/result.hpp"
 #include "engine/scenario/error.hpp"
@@ -52,7 +53,7 @@ sim::Algorithm parse_algorithm(const std::string& name) {
 }
 
 int run_sim(const SimArgs& a) {
-  auto scenario = scenario::load_scenario(a.scenario);
+  auto scenario = cli::load_scenario(a.scenario);
   if (!a.profile.empty()) {
     scenario::apply_profile_file(scenario,
                                  resolve_profile(a.profile, scenario.cluster.gpus_per_node));

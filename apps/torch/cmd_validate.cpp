@@ -18,6 +18,7 @@
 #include "apps/command.hpp"
 #include "apps/format.hpp"
 #include "apps/host_profile.hpp"
+#include "apps/scenario_loading.hpp"
 #include "apps/torch/real_runs.hpp"
 #include "engine/result/metrics.hpp"
 #include "engine/scenario/error.hpp"
@@ -240,7 +241,7 @@ int run(Args& a) {
   std::vector<scenario::Scenario> asked;
   for (const auto& s : a.scenarios) {
     labels.push_back(std::filesystem::path(s).stem().string());
-    asked.push_back(on_local_processes(scenario::load_scenario(s), a.real.num_processes));
+    asked.push_back(on_local_processes(cli::load_scenario(s), a.real.num_processes));
   }
   // On CPUs the simulation defaults to this host's measured profile (apps/host_profile.hpp):
   // the device and Gloo's collectives as they ran here, not the shipped preset's figures.

@@ -6,6 +6,7 @@
 
 #include "apps/command.hpp"
 #include "apps/compare_table.hpp"
+#include "apps/scenario_loading.hpp"
 #include "apps/torch/real_runs.hpp"
 #include "engine/scenario/error.hpp"
 #include "tune/strategy_variants.hpp"
@@ -21,7 +22,7 @@ struct Options {
 };
 
 int run(Options& o) {
-  const auto base = on_local_processes(scenario::load_scenario(o.scenario), o.real.num_processes);
+  const auto base = on_local_processes(cli::load_scenario(o.scenario), o.real.num_processes);
   const auto names = o.strategies.empty() ? tune::default_variants() : o.strategies;
   const auto variants = tune::make_variants(base, names);
   if (o.real.work_dir.empty()) o.real.work_dir = default_work_dir("compare");

@@ -52,6 +52,15 @@ Scenario parse(const nlohmann::json& object, const std::string& source, bool to_
   } else {
     validate_rules(s);
   }
+  // `prefetch` paces the gathers of sharded parameters (ZeRO-3, FSDP): without them it does
+  // nothing (#44 item 2).
+  if (object.at("strategy").is_object() && object.at("strategy").contains("prefetch") &&
+      !shards_parameters(s.strategy.sharding)) {
+    s.warnings.push_back("strategy.prefetch: no effect with sharding '" +
+                         std::string(to_string(s.strategy.sharding)) +
+                         "' (it paces the parameter gathers of zero3 and FSDP's FULL_SHARD, "
+                         "SHARD_GRAD_OP and HYBRID_SHARD)");
+  }
   return s;
 }
 

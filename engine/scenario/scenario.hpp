@@ -1,6 +1,7 @@
 #pragma once
 // A scenario: model + cluster + strategy + training, parsed once and validated as a whole.
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +18,10 @@ struct Scenario {
   ClusterSpec cluster;
   StrategySpec strategy;
   TrainingSpec training;
+  /// Keys the input sets that are legal but do nothing in this scenario, one line each
+  /// ("strategy.prefetch: ..."), for the commands to print as warnings. Not part of the
+  /// scenario's JSON.
+  std::vector<std::string> warnings;
 
   int world_size() const { return strategy.dp * strategy.tp * strategy.cp * strategy.pp; }
   /// Micro-batches per optimizer step per pipeline (== grad_accum).

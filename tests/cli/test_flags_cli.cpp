@@ -47,6 +47,26 @@ TEST(FlagsCli, ValuesThatAreNoNumbersAreSaidSo) {
   expect_refused("plan default --rank abc", "--rank: expected a number, got 'abc'");
 }
 
+// #44 item 2: `prefetch` paces ZeRO-3/FSDP parameter gathers; set without them it is legal and
+// does nothing, which sim says in one warning line before its output (exit 0).
+TEST(FlagsCli, PrefetchWithoutShardedParametersIsAWarning) {
+  const std::string dir = temp_dir("prefetch");
+  write_file(dir + "/z1.json",
+             R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8,
+                 "sharding": "zero1", "prefetch": 2}, "training": {"seq_len": 1024}})");
+  const CliResult r = run_cli("sim " + dir + "/z1.json");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err,
+            "warning: strategy.prefetch: no effect with sharding 'zero1' (it paces the parameter "
+            "gathers of zero3 and FSDP's FULL_SHARD, SHARD_GRAD_OP and HYBRID_SHARD)\n");
+  write_file(dir + "/z3.json",
+             R"({"model": "gpt2", "cluster": "dgx-a100-80gb", "strategy": {"dp": 8,
+                 "sharding": "zero3", "prefetch": 2}, "training": {"seq_len": 1024}})");
+  const CliResult z3 = run_cli("sim " + dir + "/z3.json");
+  EXPECT_EQ(z3.exit_code, 0) << z3.err;
+  EXPECT_EQ(z3.err, "");
+}
+
 TEST(FlagsCli, AKeySetToNullIsRefusedNamingIt) {
   const std::string dir = temp_dir("null-key");
   write_file(dir + "/s.json",
