@@ -123,18 +123,18 @@ units::Seconds MeasuredUnitsModel::duration(const plan::Compute& op) const {
     return t;
   };
   // A piece of a unit's TP chain: the unit's measured time × the piece's roofline share.
-  const bool backward_pass = op.phase == plan::Phase::backward ||
-                             op.phase == plan::Phase::backward_input ||
-                             op.phase == plan::Phase::backward_weight;
   const bool piece = op.phase == plan::Phase::forward || op.phase == plan::Phase::backward ||
                      op.phase == plan::Phase::backward_input ||
                      (op.phase == plan::Phase::recompute && tp_ && tp_->full_recompute);
   if (tp_ && piece && op.unit_end == op.unit_begin + 1) {
-    const bool forward = !backward_pass;
+    const bool forward = op.phase == plan::Phase::forward || op.phase == plan::Phase::recompute;
     const int u = op.unit_begin;
     const int kind = u == 0 ? 0 : (u == head_unit_ ? 2 : 1);
-    const double total = tp_->roofline_s[kind][forward ? 1 : 0];
-    return total > 0 ? measured(u, forward) * fallback_.duration(op) / total
+    // A B pass's piece: its share of the B chain, which takes the backward's 1 − W share.
+    const bool input = op.phase == plan::Phase::backward_input;
+    const double total = input ? tp_->input_s[kind] : tp_->roofline_s[kind][forward ? 1 : 0];
+    const double scale = input ? 1.0 - weight_share_[kind] : 1.0;
+    return total > 0 ? measured(u, forward) * scale * fallback_.duration(op) / total
                      : fallback_.duration(op);
   }
   switch (op.phase) {

@@ -72,6 +72,8 @@ RooflineModel scenario_roofline(const scenario::Scenario& s, HostSpec host);
 /// (embedding, block, head) and direction (backward 0, forward 1).
 struct TpChainRoofline {
   std::array<std::array<double, 2>, 3> roofline_s{};
+  /// Zero-bubble schedules: the B pass's chain (the backward's without the weight gradients).
+  std::array<double, 3> input_s{};
   bool full_recompute = false;  ///< recompute ops are pieces of the forward chain
 };
 

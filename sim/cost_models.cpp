@@ -17,19 +17,23 @@ TpChainRoofline tp_chain_roofline(const scenario::Scenario& s, const RooflineMod
   const workload::TpChains chains(s);
   const int head = static_cast<int>(units.size()) - 1;
   const int of_kind[3] = {0, 1, head};
-  for (int kind = 0; kind < 3; ++kind) {
-    for (const bool forward : {false, true}) {
-      const int u = of_kind[kind];
-      const plan::Compute whole = workload::units_work(
-          s.strategy, units, forward ? plan::Phase::forward : plan::Phase::backward, u, u + 1);
-      const auto& chain = chains.chain(u, u == head, forward);
-      const int segments = workload::compute_segments(chain);
-      double total = 0;
-      for (const workload::TpPiece& p : chain) {
-        if (!p.collective) total += roofline.duration(workload::tp_piece_work(whole, p, segments));
-      }
-      t.roofline_s[kind][forward ? 1 : 0] = total;
+  // The roofline time of the compute pieces of unit u's chain for `phase`.
+  auto chain_s = [&](int u, plan::Phase phase) {
+    const plan::Compute whole = workload::units_work(s.strategy, units, phase, u, u + 1);
+    const auto& chain = chains.chain(u, u == head, phase == plan::Phase::forward);
+    const int segments = workload::compute_segments(chain);
+    double total = 0;
+    for (const workload::TpPiece& p : chain) {
+      if (!p.collective) total += roofline.duration(workload::tp_piece_work(whole, p, segments));
     }
+    return total;
+  };
+  const bool zero_bubble = scenario::splits_backward(s.strategy.schedule);
+  for (int kind = 0; kind < 3; ++kind) {
+    const int u = of_kind[kind];
+    t.roofline_s[kind][0] = chain_s(u, plan::Phase::backward);
+    t.roofline_s[kind][1] = chain_s(u, plan::Phase::forward);
+    if (zero_bubble) t.input_s[kind] = chain_s(u, plan::Phase::backward_input);
   }
   return t;
 }

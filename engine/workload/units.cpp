@@ -451,32 +451,25 @@ Compute units_work(const scenario::StrategySpec& st, const std::vector<Unit>& un
         c.kernels += unit.kernel_list ? unit.fwd_launches : fwd_kernels;
         break;
       case Phase::backward:
-        // Backward computes input and weight gradients: twice the forward's GEMM work; the
-        // fused attention backward recomputes the scores first (kFlashBackwardRatio).
-        gemm += 2.0 * unit.fwd_flops;
-        c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
-        c.bytes += unit.kernel_list ? unit.bwd_bytes : 2.0 * unit.full_act_bytes;
-        c.gemm_bytes += unit.kernel_list ? unit.bwd_gemm_bytes : 2.0 * unit.fwd_gemm_bytes;
-        c.kernels += unit.kernel_list ? unit.bwd_launches : 2 * fwd_kernels;
-        break;
       case Phase::backward_input:
       case Phase::backward_weight: {
-        // A zero-bubble schedule's B and W passes split the backward above: W is the weight-
-        // gradient GEMMs, B all the rest, so that B + W is the whole backward.
-        const bool weight = phase == Phase::backward_weight;
-        const int launches = unit.kernel_list ? unit.bwd_launches : 2 * fwd_kernels;
-        const double gemm_bytes =
-            unit.kernel_list ? unit.bwd_gemm_bytes : 2.0 * unit.fwd_gemm_bytes;
+        // Backward computes input and weight gradients: twice the forward's GEMM work; the
+        // fused attention backward recomputes the scores first (kFlashBackwardRatio). A zero-
+        // bubble schedule splits it: W is the weight-gradient GEMMs, B all the rest (B + W is
+        // the whole backward).
         gemm += phase_gemm_flops(unit, phase);
-        if (weight) {
+        if (phase == Phase::backward_weight) {
           c.gemm_bytes += unit.wgrad_gemm_bytes;
           c.kernels += unit.wgrad_launches;
-        } else {
-          c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
-          c.bytes += unit.kernel_list ? unit.bwd_bytes : 2.0 * unit.full_act_bytes;
-          c.gemm_bytes += gemm_bytes - unit.wgrad_gemm_bytes;
-          c.kernels += launches - unit.wgrad_launches;
+          break;
         }
+        const bool input = phase == Phase::backward_input;
+        c.attention_flops += kFlashBackwardRatio * unit.attn_fwd_flops;
+        c.bytes += unit.kernel_list ? unit.bwd_bytes : 2.0 * unit.full_act_bytes;
+        c.gemm_bytes += (unit.kernel_list ? unit.bwd_gemm_bytes : 2.0 * unit.fwd_gemm_bytes) -
+                        (input ? unit.wgrad_gemm_bytes : 0.0);
+        c.kernels += (unit.kernel_list ? unit.bwd_launches : 2 * fwd_kernels) -
+                     (input ? unit.wgrad_launches : 0);
         break;
       }
       case Phase::recompute:

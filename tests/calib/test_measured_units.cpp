@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "engine/plan/builder.hpp"
+#include "engine/scenario/presets.hpp"
 #include "engine/scenario/profile.hpp"
 #include "engine/scenario/scenario.hpp"
 #include "sim/cost_models.hpp"
@@ -138,6 +139,48 @@ TEST(MeasuredUnits, TensorParallelChainsShareTheirUnitsMeasuredTime) {
     EXPECT_NEAR(measured / t, roof / roof_sum.at(key), 1e-9);
   }
   EXPECT_GE(pieces[std::make_tuple(static_cast<int>(plan::Phase::forward), 0, 1)], 2);
+}
+
+// A zero-bubble schedule splits each unit's measured backward between its B pass (the pieces
+// of the B chain, in their roofline proportions) and its W pass: together they are the
+// measured backward.
+TEST(MeasuredUnits, InputAndWeightPassesShareTheMeasuredBackward) {
+  nlohmann::json j = nlohmann::json::parse(scenario::shipped_scenario_text("tp2-cpu-gpt-tiny"));
+  j["cluster"] = {{"preset", "laptop-cpu"}, {"gpus_per_node", 4}};
+  j["strategy"]["pp"] = 2;
+  j["strategy"]["schedule"] = "zb-h1";
+  j["strategy"]["grad_accum"] = 4;
+  j["training"].erase("global_batch");
+  auto s = scenario::parse_scenario(j);
+  s.cluster.gpu.measured_units = {units_for(s)};
+  const auto plan = plan::build_plan(s);
+  const auto models = sim::make_cost_models(s);
+  std::map<std::pair<int, int>, double> backward;  // (micro-batch, unit) -> B + W seconds
+  std::map<std::pair<int, int>, int> passes;       // bit 1: a B piece, bit 2: a W
+  for (const auto& op : plan.ops) {
+    const auto* c = std::get_if<plan::Compute>(&op.payload);
+    if (!c || op.rank != 0) continue;  // stage 0: the embedding and blocks 1-2
+    const bool input = c->phase == plan::Phase::backward_input;
+    if (!input && c->phase != plan::Phase::backward_weight) continue;
+    ASSERT_NE(c->phase, plan::Phase::backward);
+    for (int u = c->unit_begin; u < c->unit_end; ++u) passes[{c->microbatch, u}] |= input ? 1 : 2;
+    if (c->unit_end == c->unit_begin + 1) {
+      backward[{c->microbatch, c->unit_begin}] += models.compute->duration(*c);
+    } else {  // a W over several units: as the sum of theirs
+      for (int u = c->unit_begin; u < c->unit_end; ++u) {
+        plan::Compute one = *c;
+        one.unit_begin = u;
+        one.unit_end = u + 1;
+        backward[{c->microbatch, u}] += models.compute->duration(one);
+      }
+    }
+  }
+  ASSERT_EQ(backward.size(), 4u * 3);
+  for (const auto& [key, t] : backward) {
+    EXPECT_EQ(passes.at(key), 3) << "mb " << key.first << " unit " << key.second;
+    EXPECT_NEAR(t, key.second == 0 ? 2e-3 : 20e-3, 1e-12)
+        << "mb " << key.first << " unit " << key.second;
+  }
 }
 
 TEST(MeasuredUnits, ProfileCarriesThemIntoTheScenario) {
